@@ -1,0 +1,8 @@
+/* cmd_gen_data.c: placeholder until src/data lands (being written now). */
+#include "cli/commands.h"
+#include "core/error.h"
+int st_cmd_gen_data(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return ST_FAIL(ST_ERR_INTERNAL, "gen-data is not built yet");
+}

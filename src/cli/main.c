@@ -1,0 +1,42 @@
+/* main.c: the ssmtrade binary: dispatch to a subcommand, print its error. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} st_command;
+
+static const st_command commands[] = {
+    {"info", st_cmd_info, "configuration, parameter table, memory estimate"},
+    {"gradcheck", st_cmd_gradcheck, "float64 gradient check of every op and the whole model"},
+    {"gen-data", st_cmd_gen_data, "write the built-in synthetic market as CSV files"},
+    {"baseline", st_cmd_baseline, "metrics of flat, buy-and-hold, random and oracle policies on a split"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ssmtrade COMMAND [options]   (ssmtrade COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = commands[i].run(argc - 1, argv + 1);
+            if (rc != 0 && st_last_error()[0]) fprintf(stderr, "ssmtrade %s: %s\n", argv[1], st_last_error());
+            return rc;
+        }
+    }
+    fprintf(stderr, "ssmtrade: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,49 @@
+/* ssd.h: the Mamba2 selective state-space scan (SSD), per head.
+ *
+ * Rows r = b*K + t (b in [0,Bsz), t in [0,K)). Per row: x [H*P] (head h at
+ * x + h*P), B and C [G*N] (group g at + g*N), dt [H] (already softplus'd,
+ * > 0), y [H*P]. A [H] (negative) and Dskip [H] per head. Head h reads group
+ * g = h / (H/G). With S_{-1} = 0 and S_t [P, N] per (b, h):
+ *     S_t = exp(dt_t A_h) S_{t-1} + dt_t x_t B_t^T
+ *     y_t = S_t C_t + Dskip_h x_t
+ * The sequential recurrence is the definition and the test oracle; the
+ * chunked algorithm (chunk length Q; K need not be a multiple of Q) splits
+ * time into chunks: the quadratic intra-chunk part plus states passed
+ * between chunks. Backward: dx, ddt, dB, dC are written; dA and dD are added
+ * to (parameter-like, [H]). `work` holds st_ssd_work_count() reals. */
+#ifndef ST_SSD_H
+#define ST_SSD_H
+
+#include <stddef.h>
+
+#include "core/real.h"
+
+#define st_ssd_work_count ST_R(st_ssd_work_count)
+#define st_ssd_forward_sequential ST_R(st_ssd_forward_sequential)
+#define st_ssd_forward_chunked ST_R(st_ssd_forward_chunked)
+#define st_ssd_backward_sequential ST_R(st_ssd_backward_sequential)
+#define st_ssd_backward_chunked ST_R(st_ssd_backward_chunked)
+
+size_t st_ssd_work_count(int Bsz, int K, int H, int P, int G, int N, int Q);
+
+void st_ssd_forward_sequential(int Bsz, int K, int H, int P, int G, int N, const real *x, int x_stride,
+                               const real *dt, int dt_stride, const real *A, const real *Bm, int B_stride,
+                               const real *Cm, int C_stride, const real *Dskip, real *y, int y_stride);
+
+void st_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, int N, int Q, const real *x, int x_stride,
+                            const real *dt, int dt_stride, const real *A, const real *Bm, int B_stride,
+                            const real *Cm, int C_stride, const real *Dskip, real *y, int y_stride, real *work);
+
+void st_ssd_backward_sequential(int Bsz, int K, int H, int P, int G, int N, const real *x, int x_stride,
+                                const real *dt, int dt_stride, const real *A, const real *Bm, int B_stride,
+                                const real *Cm, int C_stride, const real *Dskip, const real *dy, int dy_stride,
+                                real *dx, int dx_stride, real *ddt, int ddt_stride, real *dA, real *dB,
+                                int dB_stride, real *dC, int dC_stride, real *dD, real *work);
+
+void st_ssd_backward_chunked(int Bsz, int K, int H, int P, int G, int N, int Q, const real *x, int x_stride,
+                             const real *dt, int dt_stride, const real *A, const real *Bm, int B_stride,
+                             const real *Cm, int C_stride, const real *Dskip, const real *dy, int dy_stride,
+                             real *dx, int dx_stride, real *ddt, int ddt_stride, real *dA, real *dB, int dB_stride,
+                             real *dC, int dC_stride, real *dD, real *work);
+
+#endif

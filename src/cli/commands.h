@@ -7,5 +7,7 @@ int st_cmd_info(int argc, char **argv);
 int st_cmd_gradcheck(int argc, char **argv);
 int st_cmd_gen_data(int argc, char **argv);
 int st_cmd_baseline(int argc, char **argv);
+int st_cmd_train(int argc, char **argv);
+int st_cmd_eval(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@ typedef struct {
 } st_command;
 
 static const st_command commands[] = {
+    {"train", st_cmd_train, "train the agent with PPO (built-in synthetic market or --data)"},
+    {"eval", st_cmd_eval, "backtest a checkpoint against the baselines, metrics and HTML report"},
     {"info", st_cmd_info, "configuration, parameter table, memory estimate"},
     {"gradcheck", st_cmd_gradcheck, "float64 gradient check of every op and the whole model"},
     {"gen-data", st_cmd_gen_data, "write the built-in synthetic market as CSV files"},

@@ -32,7 +32,8 @@ static inline int st_row_width(const st_dims *d) { return d->F + d->C; } /* ENCO
 static inline int st_conv_dim(const st_dims *d) { return st_d_inner(d) + 2 * d->G * d->N; }
 static inline int st_in_proj_out(const st_dims *d) { return 2 * st_d_inner(d) + 2 * d->G * d->N + st_heads(d); }
 
-/* Fills d with preset "tiny", "default" or "large". ST_ERR_INPUT otherwise. */
+/* Fills d with preset "tiny", "default", "large" or "odd" (odd sizes for
+ * tests: F=37, C=11, K=50, D=96, headdim=24). ST_ERR_INPUT otherwise. */
 int st_dims_preset(const char *name, st_dims *d);
 /* Checks that the sizes are usable together (positive, divisible...). */
 int st_dims_validate(const st_dims *d);

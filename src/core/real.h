@@ -12,6 +12,8 @@
 #ifndef ST_REAL_H
 #define ST_REAL_H
 
+#include <stddef.h> /* size_t, used by every op */
+
 #ifndef ST_REAL_BITS
 #define ST_REAL_BITS 32
 #endif

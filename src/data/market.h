@@ -4,7 +4,14 @@
  * One st_instrument per CSV file (or per synthetic instrument). Prices are
  * double; features are float [n, F] with row stride F (already normalised
  * with the training split's statistics and clipped). Fields marked (env) are
- * what src/env reads; src/data owns how they are filled. */
+ * what src/env reads; src/data owns how they are filled.
+ *
+ * Features: the 40 of data/features.h (table there), in that order. Bars
+ * before `warmup` have all-zero features (they are not fully defined); from
+ * `warmup` on, feature j is clip((raw_j - norm_mean[j]) / norm_std[j], -clip,
+ * clip), with the statistics pooled over the training split of every
+ * instrument (data/splits.h). Splits: train, gap of K bars, validation, gap
+ * of K bars, test (to the last bar). */
 #ifndef ST_MARKET_H
 #define ST_MARKET_H
 
@@ -33,6 +40,7 @@ typedef struct {
      * (-1, 0, +1) to hold from the open of bar t+1, decided at the close of t
      * from the planted structure. */
     int8_t *oracle;
+    int from_cache;  /* 1 when the bars came from the binary cache (data/cache.h) */
 } st_instrument;
 
 typedef struct {
@@ -42,6 +50,9 @@ typedef struct {
     float *norm_mean;  /* [F] fitted on the training split */
     float *norm_std;   /* [F] floored */
     float clip;        /* features are clipped to [-clip, clip] after normalisation */
+    int K;             /* the window length the splits were made for */
+    int synthetic;     /* 1 for the built-in synthetic market (oracle set) */
+    uint64_t seed;     /* the synthetic market's seed, else 0 */
 } st_market;
 
 #endif

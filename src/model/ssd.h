@@ -24,6 +24,10 @@
 #define st_ssd_backward_sequential ST_R(st_ssd_backward_sequential)
 #define st_ssd_backward_chunked ST_R(st_ssd_backward_chunked)
 
+/* Reals of `work` for any of the four functions below with these sizes and
+ * chunk length Q >= 1 (the sequential backward's needs are included; the
+ * forwards need no more than the backwards). Work is scratch: nothing in it
+ * carries from a forward to a backward, which recomputes what it needs. */
 size_t st_ssd_work_count(int Bsz, int K, int H, int P, int G, int N, int Q);
 
 void st_ssd_forward_sequential(int Bsz, int K, int H, int P, int G, int N, const real *x, int x_stride,

@@ -1,0 +1,178 @@
+/* args.c: flag parsing, config files and size flags (args.h). */
+#include "cli/args.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+static const st_flag *find_spec(const st_flag *spec, int n, const char *name, size_t len) {
+    for (int i = 0; i < n; i++)
+        if (strlen(spec[i].name) == len && strncmp(spec[i].name, name, len) == 0) return &spec[i];
+    return NULL;
+}
+
+static int set(st_args *a, const char *name, const char *value) {
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->name[i], name) == 0) {
+            free(a->value[i]);
+            a->value[i] = strdup(value);
+            return ST_OK;
+        }
+    ST_REQUIRE(a->n < ST_ARGS_MAX, ST_ERR_INPUT, "too many flags");
+    a->name[a->n] = name;
+    a->value[a->n++] = strdup(value);
+    return ST_OK;
+}
+
+/* Adds the keys of a JSON config file that the command line did not set. */
+static int load_config(const char *path, const st_flag *spec, int n_spec, st_args *a) {
+    FILE *f = fopen(path, "rb");
+    ST_REQUIRE(f, ST_ERR_INPUT, "--config %s: cannot open: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)sz + 1);
+    size_t got = buf ? fread(buf, 1, (size_t)sz, f) : 0;
+    fclose(f);
+    if (!buf || got != (size_t)sz) {
+        free(buf);
+        return ST_FAIL(ST_ERR_IO, "--config %s: cannot read", path);
+    }
+    buf[sz] = 0;
+    cJSON *root = cJSON_Parse(buf);
+    free(buf);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return ST_FAIL(ST_ERR_INPUT, "--config %s: not a JSON object", path);
+    }
+    int rc = ST_OK;
+    for (cJSON *it = root->child; it && rc == ST_OK; it = it->next) {
+        const st_flag *s = find_spec(spec, n_spec, it->string, strlen(it->string));
+        if (!s || strcmp(it->string, "config") == 0) {
+            rc = ST_FAIL(ST_ERR_INPUT, "--config %s: unknown key '%s' (keys are the command's flag names)", path,
+                         it->string);
+            break;
+        }
+        if (st_args_has(a, s->name)) continue; /* the command line wins */
+        char num[64];
+        if (cJSON_IsString(it)) rc = set(a, s->name, it->valuestring);
+        else if (cJSON_IsBool(it)) {
+            if (cJSON_IsTrue(it)) rc = set(a, s->name, "1");
+        } else if (cJSON_IsNumber(it)) {
+            snprintf(num, sizeof num, "%.17g", it->valuedouble);
+            rc = set(a, s->name, num);
+        } else rc = ST_FAIL(ST_ERR_INPUT, "--config %s: key '%s' must be a string, number or boolean", path,
+                            it->string);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int st_args_parse(int argc, char **argv, const st_flag *spec, int n_spec, st_args *a) {
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            a->help = 1;
+            continue;
+        }
+        ST_REQUIRE(strncmp(arg, "--", 2) == 0, ST_ERR_INPUT, "unexpected argument '%s' (flags look like --name value)",
+                   arg);
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const st_flag *s = find_spec(spec, n_spec, name, len);
+        ST_REQUIRE(s, ST_ERR_INPUT, "unknown flag '%.*s' (see %s --help)", (int)len + 2, arg, argv[0]);
+        const char *value;
+        if (!s->value) {
+            ST_REQUIRE(!eq, ST_ERR_INPUT, "flag --%s takes no value", s->name);
+            value = "1";
+        } else if (eq) {
+            value = eq + 1;
+        } else {
+            ST_REQUIRE(i + 1 < argc, ST_ERR_INPUT, "flag --%s needs a value (%s)", s->name, s->value);
+            value = argv[++i];
+        }
+        ST_TRY(set(a, s->name, value));
+    }
+    const char *cfg = st_args_str(a, "config", NULL);
+    if (cfg) ST_TRY(load_config(cfg, spec, n_spec, a));
+    return ST_OK;
+}
+
+void st_args_free(st_args *a) {
+    for (int i = 0; i < a->n; i++) free(a->value[i]);
+    memset(a, 0, sizeof *a);
+}
+
+void st_args_usage(FILE *f, const char *cmd, const char *summary, const st_flag *spec, int n_spec) {
+    fprintf(f, "usage: ssmtrade %s [options]\n%s\n\noptions:\n", cmd, summary);
+    for (int i = 0; i < n_spec; i++) {
+        char left[48];
+        snprintf(left, sizeof left, "--%s%s%s", spec[i].name, spec[i].value ? " " : "",
+                 spec[i].value ? spec[i].value : "");
+        fprintf(f, "  %-26s %s\n", left, spec[i].help);
+    }
+    fprintf(f, "  %-26s %s\n", "--help", "this text");
+}
+
+const char *st_args_str(const st_args *a, const char *name, const char *def) {
+    for (int i = 0; i < a->n; i++)
+        if (strcmp(a->name[i], name) == 0) return a->value[i];
+    return def;
+}
+
+int st_args_has(const st_args *a, const char *name) { return st_args_str(a, name, NULL) != NULL; }
+
+int st_args_i64(const st_args *a, const char *name, long long def, long long *out) {
+    const char *v = st_args_str(a, name, NULL);
+    if (!v) {
+        *out = def;
+        return ST_OK;
+    }
+    char *end;
+    errno = 0;
+    double dv = strtod(v, &end); /* accepts 1e6 and 2048 alike */
+    ST_REQUIRE(end != v && *end == 0 && errno == 0 && dv == (double)(long long)dv, ST_ERR_INPUT,
+               "--%s: '%s' is not a whole number", name, v);
+    *out = (long long)dv;
+    return ST_OK;
+}
+
+int st_args_int(const st_args *a, const char *name, int def, int *out) {
+    long long v;
+    ST_TRY(st_args_i64(a, name, def, &v));
+    ST_REQUIRE(v >= -2147483647LL && v <= 2147483647LL, ST_ERR_INPUT, "--%s: %lld is out of range", name, v);
+    *out = (int)v;
+    return ST_OK;
+}
+
+int st_args_double(const st_args *a, const char *name, double def, double *out) {
+    const char *v = st_args_str(a, name, NULL);
+    if (!v) {
+        *out = def;
+        return ST_OK;
+    }
+    char *end;
+    errno = 0;
+    *out = strtod(v, &end);
+    ST_REQUIRE(end != v && *end == 0 && errno == 0, ST_ERR_INPUT, "--%s: '%s' is not a number", name, v);
+    return ST_OK;
+}
+
+int st_args_dims(const st_args *a, const char *default_preset, st_dims *d) {
+    ST_TRY(st_dims_preset(st_args_str(a, "preset", default_preset), d));
+    struct {
+        const char *flag;
+        int *field;
+    } map[] = {
+        {"batch", &d->B},      {"window", &d->K},      {"features", &d->F},  {"context", &d->C},
+        {"vsn-hidden", &d->Dv}, {"d-model", &d->D},    {"layers", &d->L},    {"expand", &d->expand},
+        {"headdim", &d->headdim}, {"d-state", &d->N},  {"groups", &d->G},    {"conv-width", &d->W},
+        {"chunk", &d->Q},      {"head-hidden", &d->Hh}, {"rollout", &d->T},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) ST_TRY(st_args_int(a, map[i].flag, *map[i].field, map[i].field));
+    return st_dims_validate(d);
+}

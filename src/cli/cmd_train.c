@@ -1,0 +1,184 @@
+/* cmd_train.c: `ssmtrade train`: PPO on the built-in synthetic market or
+ * on CSV data, with checkpoints, a metrics file and progress lines
+ * (DESIGN sections 6, 10, 12). Every hyper-parameter is a flag and a key of
+ * the JSON --config file (train/train_config.h); flags win. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/run_setup.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+static const st_flag extra_flags[] = {
+    ST_DIMS_FLAGS,
+    {"out", "RUNDIR", "run folder: checkpoints, metrics.jsonl, config.json (runs/train)"},
+    {"resume", "CKPT", "continue the run of this checkpoint (bit-identical)"},
+    {"device", "cpu|cuda", "backend (cpu; the CUDA backend is not built yet)"},
+    {"quiet", NULL, "no progress lines"},
+    {"config", "FILE", "JSON file of flag values (flags win)"},
+};
+#define N_EXTRA (int)(sizeof extra_flags / sizeof extra_flags[0])
+
+static int mkdir_p(const char *path) {
+    char buf[1200];
+    ST_REQUIRE(strlen(path) < sizeof buf, ST_ERR_INPUT, "path too long: %s", path);
+    memcpy(buf, path, strlen(path) + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return ST_FAIL(ST_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return ST_FAIL(ST_ERR_IO, "cannot create folder %s: %s", buf, strerror(errno));
+    return ST_OK;
+}
+
+static void progress_line(const st_update_stats *s, const st_train_config *c) {
+    char ep[32];
+    if (isnan(s->mean_episode_R)) snprintf(ep, sizeof ep, "   n/a");
+    else snprintf(ep, sizeof ep, "%+6.2f", s->mean_episode_R);
+    printf("update %4ld/%d  steps %9ld  %7.0f steps/s  pi %+.4f  v %.4f  ent %.3f  kl %.4f  clip %.3f  "
+           "epR %s (%d)  ev %+.2f  lr %.2e  trace off\n",
+           s->update, c->updates, s->env_steps, (double)c->dims.T * c->dims.B / s->seconds, s->loss.policy,
+           s->loss.value, s->loss.entropy, s->loss.approx_kl, s->loss.clipfrac, ep, s->episodes, s->explained_var,
+           s->lr);
+    fflush(stdout);
+}
+
+static void progress_bar(long done, long total, double elapsed) {
+    if (!isatty(fileno(stderr))) return;
+    int width = 30, fill = (int)(width * done / (total > 0 ? total : 1));
+    double eta = done > 0 ? elapsed / (double)done * (double)(total - done) : 0;
+    fprintf(stderr, "\r[%.*s%*s] %ld/%ld  eta %4.0fs ", fill, "##############################", width - fill, "",
+            done, total, eta);
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static void metrics_jsonl(FILE *f, const st_update_stats *s) {
+    char ep[32] = "null";
+    if (!isnan(s->mean_episode_R)) snprintf(ep, sizeof ep, "%.6g", s->mean_episode_R);
+    fprintf(f,
+            "{\"update\": %ld, \"env_steps\": %ld, \"seconds\": %.4f, \"lr\": %.6g, \"loss\": %.6g, "
+            "\"policy_loss\": %.6g, \"value_loss\": %.6g, \"entropy\": %.6g, \"approx_kl\": %.6g, "
+            "\"clipfrac\": %.6g, \"grad_norm\": %.6g, \"mean_reward\": %.6g, \"mean_episode_R\": %s, "
+            "\"episodes\": %d, \"mean_value\": %.6g, \"explained_variance\": %.6g}\n",
+            s->update, s->env_steps, s->seconds, s->lr, s->loss.loss, s->loss.policy, s->loss.value,
+            s->loss.entropy, s->loss.approx_kl, s->loss.clipfrac, s->grad_norm, s->mean_reward,
+            ep, s->episodes, s->mean_value, s->explained_var);
+    fflush(f);
+}
+
+/* The whole flag list: model sizes, the training table, the rest. */
+static st_flag *all_flags(int *n) {
+    int np = st_train_param_count();
+    st_flag *f = calloc((size_t)(np + N_EXTRA), sizeof *f);
+    for (int i = 0; i < N_EXTRA; i++) f[i] = extra_flags[i];
+    for (int i = 0; i < np; i++) f[N_EXTRA + i] = (st_flag){st_train_param_flag(i), "V", st_train_param_help(i)};
+    *n = np + N_EXTRA;
+    return f;
+}
+
+static int save(const st_trainer *t, const char *out, int periodic) {
+    char path[1200];
+    if (periodic) {
+        snprintf(path, sizeof path, "%s/checkpoints/ckpt_%06ld.safetensors", out, t->update);
+        ST_TRY(st_checkpoint_save(path, t));
+    }
+    snprintf(path, sizeof path, "%s/last.safetensors", out);
+    return st_checkpoint_save(path, t);
+}
+
+static int train(const st_args *a, st_train_config *cfg) {
+    const char *out = st_args_str(a, "out", "runs/train");
+    const char *resume = st_args_str(a, "resume", NULL);
+    const char *device = st_args_str(a, "device", "cpu");
+    ST_REQUIRE(strcmp(device, "cpu") == 0, ST_ERR_INPUT,
+               "--device %s: only the cpu backend is built so far (the CUDA backend is issue 6)", device);
+    st_safetensors ck = {0};
+    if (resume) {
+        ST_TRY(st_safetensors_open(resume, &ck));
+        int rc = st_checkpoint_config(&ck, cfg);
+        if (rc != ST_OK) {
+            st_safetensors_close(&ck);
+            return rc;
+        }
+    }
+    int rc = st_run_apply_args(a, cfg);
+    st_market m = {0};
+    st_trainer t = {0};
+    FILE *mf = NULL;
+    if (rc == ST_OK) rc = st_train_config_validate(cfg);
+    if (rc == ST_OK) rc = st_run_market(cfg, &m, !st_args_has(a, "quiet"));
+    if (rc == ST_OK) rc = st_trainer_init(&t, cfg, &m);
+    if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, &t);
+    st_safetensors_close(&ck);
+    char path[1200];
+    if (rc == ST_OK) {
+        snprintf(path, sizeof path, "%s/checkpoints", out);
+        rc = mkdir_p(path);
+    }
+    if (rc == ST_OK) {
+        snprintf(path, sizeof path, "%s/config.json", out);
+        char *json = st_train_config_to_json(cfg);
+        FILE *cf = fopen(path, "w");
+        if (cf) fprintf(cf, "%s\n", json), fclose(cf);
+        free(json);
+        snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+        mf = fopen(path, resume ? "a" : "w");
+        if (!mf) rc = ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    }
+    int quiet = st_args_has(a, "quiet");
+    if (rc == ST_OK && !quiet)
+        printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s\n",
+               cfg->preset, t.table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t.update, out);
+    long first = t.update, todo = cfg->updates - t.update;
+    if (cfg->stop_after > 0 && cfg->stop_after < todo) todo = cfg->stop_after;
+    double elapsed = 0;
+    for (long i = 0; rc == ST_OK && i < todo; i++) {
+        st_update_stats s;
+        rc = st_trainer_update(&t, &s);
+        if (rc != ST_OK) break;
+        elapsed += s.seconds;
+        metrics_jsonl(mf, &s);
+        if (!quiet) progress_line(&s, cfg);
+        if (!quiet) progress_bar(t.update - first, todo, elapsed);
+        if (cfg->checkpoint_every > 0 && t.update % cfg->checkpoint_every == 0 && i + 1 < todo)
+            rc = save(&t, out, 1);
+    }
+    if (rc == ST_OK) rc = save(&t, out, 1);
+    if (rc == ST_OK && !quiet) printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t.update);
+    if (mf) fclose(mf);
+    st_trainer_free(&t);
+    st_market_free(&m);
+    return rc;
+}
+
+int st_cmd_train(int argc, char **argv) {
+    int n;
+    st_flag *flags = all_flags(&n);
+    st_args a;
+    int rc = st_args_parse(argc, argv, flags, n, &a);
+    if (rc == ST_OK && a.help) {
+        st_args_usage(stdout, "train",
+                      "Trains the agent with PPO. Without --data it uses the built-in synthetic market.", flags, n);
+    } else if (rc == ST_OK) {
+        st_train_config cfg;
+        rc = st_train_config_default(&cfg, "tiny");
+        if (rc == ST_OK) rc = train(&a, &cfg);
+        st_train_config_free(&cfg);
+    }
+    st_args_free(&a);
+    free(flags);
+    return rc;
+}

@@ -1,0 +1,155 @@
+/* checkpoint.c: save and restore of training state (checkpoint.h). */
+#include "train/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+
+#ifndef ST_GIT_REV
+#define ST_GIT_REV "unknown"
+#endif
+
+/* The environment arrays that make up its state, each B long. */
+#define ST_ENV_I32(X)                                                                                          \
+    X(inst) X(bar) X(ep_start) X(ep_last) X(ep_step) X(pos) X(entry_bar) X(prev_target) X(trades) X(last_exit_bar)
+#define ST_ENV_F64(X)                                                                                          \
+    X(entry) X(r_unit) X(stop) X(atr_entry) X(entry_cost_R) X(mfe) X(mae) X(money_risk) X(realized_R)          \
+        X(equity_R) X(peak_R) X(prev_reward) X(cash) X(equity_money) X(step_reward) X(last_ep_R) X(last_ep_money)
+
+typedef struct {
+    st_st_tensor *t;
+    char (*names)[64];
+    int n, cap;
+} tensor_list;
+
+static void push(tensor_list *l, const char *name, st_dtype dt, int ndim, int64_t s0, int64_t s1, int64_t s2,
+                 const void *data) {
+    st_st_tensor *x = &l->t[l->n];
+    snprintf(l->names[l->n], 64, "%s", name);
+    x->name = l->names[l->n];
+    x->dtype = dt;
+    x->ndim = ndim;
+    x->shape[0] = s0, x->shape[1] = s1, x->shape[2] = s2;
+    x->data = data;
+    l->n++;
+}
+
+static void push_param_set(tensor_list *l, const st_param_table *tb, const char *prefix, const float *base) {
+    char name[64];
+    for (int i = 0; i < tb->n; i++) {
+        const st_param *p = &tb->p[i];
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        push(l, name, ST_DT_F32, p->ndim, p->shape[0], p->shape[1], p->shape[2], base + p->offset);
+    }
+}
+
+int st_checkpoint_save(const char *path, const st_trainer *t) {
+    const st_env *e = &t->env;
+    int B = e->B, cap = 3 * t->table.n + 64;
+    tensor_list l = {calloc((size_t)cap, sizeof(st_st_tensor)), calloc((size_t)cap, 64), 0, cap};
+    if (!l.t || !l.names) {
+        free(l.t), free(l.names);
+        return ST_FAIL(ST_ERR_MEMORY, "out of memory writing %s", path);
+    }
+    push_param_set(&l, &t->table, "", t->w);
+    push_param_set(&l, &t->table, "adam.m.", t->adam_m);
+    push_param_set(&l, &t->table, "adam.v.", t->adam_v);
+    push(&l, "data.norm_mean", ST_DT_F32, 1, t->m->F, 0, 0, t->m->norm_mean);
+    push(&l, "data.norm_std", ST_DT_F32, 1, t->m->F, 0, 0, t->m->norm_std);
+#define PUSH_I32(f) push(&l, "env." #f, ST_DT_I32, 1, B, 0, 0, e->f);
+#define PUSH_F64(f) push(&l, "env." #f, ST_DT_F64, 1, B, 0, 0, e->f);
+    ST_ENV_I32(PUSH_I32)
+    ST_ENV_F64(PUSH_F64)
+#undef PUSH_I32
+#undef PUSH_F64
+    push(&l, "env.episode", ST_DT_I32, 1, B, 0, 0, e->episode); /* uint32 bits */
+    push(&l, "env.active", ST_DT_U8, 1, B, 0, 0, e->active);
+    push(&l, "env.context", ST_DT_F32, 2, B, t->cfg.dims.C, 0, t->ctx);
+
+    char *cfg = st_train_config_to_json(&t->cfg);
+    char update[32], steps[32], created[32];
+    snprintf(update, sizeof update, "%ld", t->update);
+    snprintf(steps, sizeof steps, "%ld", t->env_steps);
+    time_t now = time(NULL);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    st_st_meta meta[] = {
+        {"format", ST_CHECKPOINT_FORMAT}, {"config", cfg ? cfg : "{}"}, {"update", update},
+        {"env_steps", steps}, {"git_revision", ST_GIT_REV}, {"created", created},
+    };
+    int rc = st_safetensors_write(path, l.t, l.n, meta, (int)(sizeof meta / sizeof meta[0]));
+    free(cfg);
+    free(l.t);
+    free(l.names);
+    return rc;
+}
+
+static int check_format(const st_safetensors *f) {
+    const char *fmt = st_safetensors_meta(f, "format");
+    ST_REQUIRE(fmt && strcmp(fmt, ST_CHECKPOINT_FORMAT) == 0, ST_ERR_INPUT,
+               "%s is not an ssmtrade checkpoint (metadata format '%s', expected '%s')", f->path,
+               fmt ? fmt : "(none)", ST_CHECKPOINT_FORMAT);
+    return ST_OK;
+}
+
+int st_checkpoint_config(const st_safetensors *f, st_train_config *cfg) {
+    ST_TRY(check_format(f));
+    const char *json = st_safetensors_meta(f, "config");
+    ST_REQUIRE(json, ST_ERR_INPUT, "%s: the checkpoint has no config", f->path);
+    ST_TRY(st_train_config_default(cfg, "default"));
+    return st_train_config_apply_json(cfg, json, f->path);
+}
+
+static int read_set(const st_safetensors *f, const st_param_table *tb, const char *prefix, float *base) {
+    char name[64];
+    for (int i = 0; i < tb->n; i++) {
+        const st_param *p = &tb->p[i];
+        int64_t shape[3] = {p->shape[0], p->shape[1], p->shape[2]};
+        snprintf(name, sizeof name, "%s%s", prefix, p->name);
+        ST_TRY(st_safetensors_read(f, name, ST_DT_F32, p->ndim, shape, base + p->offset));
+    }
+    return ST_OK;
+}
+
+int st_checkpoint_weights(const st_safetensors *f, const st_param_table *table, float *w) {
+    ST_TRY(check_format(f));
+    return read_set(f, table, "", w);
+}
+
+int st_checkpoint_restore(const st_safetensors *f, st_trainer *t) {
+    ST_TRY(check_format(f));
+    st_env *e = &t->env;
+    int B = e->B, F = t->m->F;
+    int64_t sB[1] = {B}, sF[1] = {F}, sctx[2] = {B, t->cfg.dims.C};
+    ST_TRY(read_set(f, &t->table, "", t->w));
+    ST_TRY(read_set(f, &t->table, "adam.m.", t->adam_m));
+    ST_TRY(read_set(f, &t->table, "adam.v.", t->adam_v));
+    float *mean = malloc(sizeof(float) * (size_t)F), *sd = malloc(sizeof(float) * (size_t)F);
+    int rc = st_safetensors_read(f, "data.norm_mean", ST_DT_F32, 1, sF, mean);
+    if (rc == ST_OK) rc = st_safetensors_read(f, "data.norm_std", ST_DT_F32, 1, sF, sd);
+    if (rc == ST_OK && (memcmp(mean, t->m->norm_mean, sizeof(float) * F) != 0 ||
+                        memcmp(sd, t->m->norm_std, sizeof(float) * F) != 0))
+        rc = ST_FAIL(ST_ERR_INPUT,
+                     "%s: the data's feature normalisation differs from the checkpoint's: resume needs the same "
+                     "data (--data, --instruments, --bars, --market-seed) as the run that wrote it",
+                     f->path);
+    free(mean);
+    free(sd);
+    ST_TRY(rc);
+#define READ_I32(fl) ST_TRY(st_safetensors_read(f, "env." #fl, ST_DT_I32, 1, sB, e->fl));
+#define READ_F64(fl) ST_TRY(st_safetensors_read(f, "env." #fl, ST_DT_F64, 1, sB, e->fl));
+    ST_ENV_I32(READ_I32)
+    ST_ENV_F64(READ_F64)
+#undef READ_I32
+#undef READ_F64
+    ST_TRY(st_safetensors_read(f, "env.episode", ST_DT_I32, 1, sB, e->episode));
+    ST_TRY(st_safetensors_read(f, "env.active", ST_DT_U8, 1, sB, e->active));
+    ST_TRY(st_safetensors_read(f, "env.context", ST_DT_F32, 2, sctx, t->ctx));
+    const char *u = st_safetensors_meta(f, "update"), *s = st_safetensors_meta(f, "env_steps");
+    ST_REQUIRE(u && s, ST_ERR_INPUT, "%s: the checkpoint has no update counter", f->path);
+    t->update = atol(u);
+    t->env_steps = atol(s);
+    return ST_OK;
+}

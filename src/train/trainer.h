@@ -1,0 +1,78 @@
+/* trainer.h: PPO on the CPU backend (DESIGN section 6).
+ *
+ * One update = a rollout of T steps of B environments (the action step:
+ * window build -> model forward -> sample -> environment step), GAE, then
+ * E epochs of M minibatches of the clipped PPO loss with advantage
+ * normalisation, global grad-norm clipping and AdamW under the schedule.
+ * The rollout stores per step the (instrument, bar) of each environment and
+ * its 16 context values, never the window: the training step rebuilds the
+ * windows with the same builder the action step uses.
+ *
+ * Randomness is counter-based (Philox), so a run is a pure function of its
+ * state: action draw (update u, step t, env b) is Philox(seed, ACTION,
+ * (u*T + t)*B + b); epoch e's minibatch permutation draws from
+ * Philox(seed, MINIBATCH, (u*E + e)*N + i). Resuming from a checkpoint of
+ * (weights, moments, environment state, update counter) continues
+ * bit-identically. */
+#ifndef ST_TRAINER_H
+#define ST_TRAINER_H
+
+#include <stdint.h>
+
+#include "data/market.h"
+#include "env/env.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "train/ppo_loss.h"
+#include "train/train_config.h"
+
+typedef struct {
+    long update;        /* 1-based number of the update just done */
+    long env_steps;     /* environment steps so far */
+    double lr;
+    st_ppo_stats loss;  /* means over the minibatches of the last epoch */
+    double grad_norm;   /* mean pre-clip global norm over all minibatches */
+    double mean_reward; /* mean step reward of the rollout (R) */
+    double mean_episode_R; /* mean final equity_R of the episodes that ended (NaN when none) */
+    int episodes;       /* episodes that ended in the rollout */
+    double mean_value;  /* mean value prediction of the rollout */
+    double explained_var; /* 1 - Var(ret - value) / Var(ret) */
+    double seconds;     /* wall time of the update */
+} st_update_stats;
+
+typedef struct {
+    st_train_config cfg;
+    const st_market *m;
+    st_param_table table;
+    float *w, *g, *adam_m, *adam_v; /* flat, table layout */
+    st_model model;
+    st_env env;
+    long update;    /* updates done */
+    long env_steps;
+    int N, mb;      /* samples per rollout (T*B), minibatch size */
+    /* rollout [T, B] */
+    int *r_inst, *r_bar, *r_action;
+    float *r_ctx; /* [T*B, C] */
+    float *r_logp, *r_value, *r_reward, *adv, *ret;
+    uint8_t *r_done;
+    float *ctx;   /* [B, C] the environments' current context */
+    float *last_value;
+    /* minibatch / action-step scratch */
+    int *perm, *mb_inst, *mb_bar, *mb_action;
+    float *mb_ctx, *mb_logp, *mb_adv, *mb_value, *mb_ret;
+    float *win;   /* [max(B, mb) * K, F + C] */
+    float *logits, *value, *dlogits, *dvalue;
+} st_trainer;
+
+/* Builds the model, optimiser state and environments on the training split
+ * of m (which must outlive t); weights initialised from cfg->seed. */
+int st_trainer_init(st_trainer *t, const st_train_config *cfg, const st_market *m);
+void st_trainer_free(st_trainer *t);
+/* One rollout and PPO update. */
+int st_trainer_update(st_trainer *t, st_update_stats *s);
+
+/* Actions of n windows from their logits: greedy (argmax) or sampled with
+ * the uniforms u[i] in [0, 1). logp[i] (may be NULL) = log pi(action). */
+void st_select_actions(int n, int A, const float *logits, const double *u, int greedy, int *action, float *logp);
+
+#endif

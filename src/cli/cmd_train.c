@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/run_setup.h"
 #include "core/error.h"
+#include "report/tboard.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -80,6 +81,30 @@ static void metrics_jsonl(FILE *f, const st_update_stats *s) {
 }
 
 /* The whole flag list: model sizes, the training table, the rest. */
+static void tensorboard(st_tboard *tb, const st_update_stats *s, const st_train_config *c) {
+    const struct {
+        const char *tag;
+        double v;
+    } rows[] = {
+        {"loss/total", s->loss.loss},
+        {"loss/policy", s->loss.policy},
+        {"loss/value", s->loss.value},
+        {"loss/entropy", s->loss.entropy},
+        {"ppo/approx_kl", s->loss.approx_kl},
+        {"ppo/clipfrac", s->loss.clipfrac},
+        {"ppo/grad_norm", s->grad_norm},
+        {"ppo/lr", s->lr},
+        {"ppo/explained_variance", s->explained_var},
+        {"env/mean_reward", s->mean_reward},
+        {"env/mean_episode_R", s->mean_episode_R},
+        {"env/episodes", s->episodes},
+        {"perf/steps_per_second", (double)c->dims.T * c->dims.B / s->seconds},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (!isnan(rows[i].v)) st_tboard_scalar(tb, rows[i].tag, s->env_steps, rows[i].v);
+    st_tboard_flush(tb);
+}
+
 static st_flag *all_flags(int *n) {
     int np = st_train_param_count();
     st_flag *f = calloc((size_t)(np + N_EXTRA), sizeof *f);
@@ -109,6 +134,7 @@ static int train(const st_args *a, st_train_config *cfg) {
     if (resume) {
         ST_TRY(st_safetensors_open(resume, &ck));
         int rc = st_checkpoint_config(&ck, cfg);
+        cfg->stop_after = 0; /* belongs to the invocation that wrote the checkpoint */
         if (rc != ST_OK) {
             st_safetensors_close(&ck);
             return rc;
@@ -118,6 +144,7 @@ static int train(const st_args *a, st_train_config *cfg) {
     st_market m = {0};
     st_trainer t = {0};
     FILE *mf = NULL;
+    st_tboard *tb = NULL;
     if (rc == ST_OK) rc = st_train_config_validate(cfg);
     if (rc == ST_OK) rc = st_run_market(cfg, &m, !st_args_has(a, "quiet"));
     if (rc == ST_OK) rc = st_trainer_init(&t, cfg, &m);
@@ -138,6 +165,7 @@ static int train(const st_args *a, st_train_config *cfg) {
         mf = fopen(path, resume ? "a" : "w");
         if (!mf) rc = ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     }
+    if (rc == ST_OK) rc = st_tboard_open(out, &tb);
     int quiet = st_args_has(a, "quiet");
     if (rc == ST_OK && !quiet)
         printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s\n",
@@ -151,6 +179,7 @@ static int train(const st_args *a, st_train_config *cfg) {
         if (rc != ST_OK) break;
         elapsed += s.seconds;
         metrics_jsonl(mf, &s);
+        tensorboard(tb, &s, cfg);
         if (!quiet) progress_line(&s, cfg);
         if (!quiet) progress_bar(t.update - first, todo, elapsed);
         if (cfg->checkpoint_every > 0 && t.update % cfg->checkpoint_every == 0 && i + 1 < todo)
@@ -159,6 +188,7 @@ static int train(const st_args *a, st_train_config *cfg) {
     if (rc == ST_OK) rc = save(&t, out, 1);
     if (rc == ST_OK && !quiet) printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t.update);
     if (mf) fclose(mf);
+    if (tb) st_tboard_close(tb);
     st_trainer_free(&t);
     st_market_free(&m);
     return rc;

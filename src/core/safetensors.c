@@ -124,12 +124,12 @@ int st_safetensors_open(const char *path, st_safetensors *f) {
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->blob[i] << (8 * i);
     if (hlen > f->size - 8) {
         st_safetensors_close(f);
-        return ST_FAIL(ST_ERR_INPUT, "%s: header length %llu exceeds the file size", path, (unsigned long long)hlen);
+        return ST_FAIL(ST_ERR_INPUT, "%s is not a safetensors file: its header length %llu exceeds the file size", path, (unsigned long long)hlen);
     }
     f->json = cJSON_ParseWithLength((const char *)f->blob + 8, (size_t)hlen);
     if (!f->json || !cJSON_IsObject((cJSON *)f->json)) {
         st_safetensors_close(f);
-        return ST_FAIL(ST_ERR_INPUT, "%s: the safetensors header is not a JSON object", path);
+        return ST_FAIL(ST_ERR_INPUT, "%s is not a safetensors file: its header is not a JSON object", path);
     }
     f->data_start = 8 + (size_t)hlen;
     f->path = strdup(path);

@@ -1,0 +1,37 @@
+/* ssd_cuda.h: the Mamba2 SSD scan (model/ssd.h) on the GPU, float32.
+ *
+ * Same arguments and semantics as st_ssd_forward_chunked /
+ * st_ssd_backward_chunked of the CPU op, with device pointers and a stream:
+ * rows r = b*K + t; x [H*P], B and C [G*N], dt [H] (> 0), y [H*P] per row,
+ * each buffer with its own row stride (x, B and C may be views of one xBC
+ * row); A [H] (< 0), Dskip [H] (may be NULL: no skip). Per (b, h):
+ *     S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T,   y_t = S_t C_t + Dskip x_t
+ * computed chunk by chunk (chunk length Q, clamped to [1, K] as on the CPU).
+ * Backward: dx, ddt, dB, dC are written; dA and dD are added to (+=), summed
+ * in a fixed order (bit-identical run to run).
+ *
+ * `work` is a device buffer of st_cuda_ssd_work_count() floats (scratch,
+ * nothing carries from the forward to the backward). `stream` is a
+ * cudaStream_t (NULL: the default stream). Returns ST_OK, ST_ERR_INPUT for
+ * sizes the kernels cannot take, or ST_ERR_DEVICE (message in
+ * st_last_error()). Calls are asynchronous on the stream. */
+#ifndef ST_SSD_CUDA_H
+#define ST_SSD_CUDA_H
+
+#include <stddef.h>
+
+/* Floats of `work` for the forward or the backward with these sizes. */
+size_t st_cuda_ssd_work_count(int Bsz, int K, int H, int P, int G, int N, int Q);
+
+int st_cuda_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x, int x_stride,
+                                const float *dt, int dt_stride, const float *A, const float *Bm, int B_stride,
+                                const float *Cm, int C_stride, const float *Dskip, float *y, int y_stride, float *work,
+                                void *stream);
+
+int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x, int x_stride,
+                                 const float *dt, int dt_stride, const float *A, const float *Bm, int B_stride,
+                                 const float *Cm, int C_stride, const float *Dskip, const float *dy, int dy_stride,
+                                 float *dx, int dx_stride, float *ddt, int ddt_stride, float *dA, float *dB,
+                                 int dB_stride, float *dC, int dC_stride, float *dD, float *work, void *stream);
+
+#endif

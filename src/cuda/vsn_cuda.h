@@ -1,0 +1,51 @@
+/* vsn_cuda.h: the Variable Selection Network (model/vsn.h) on the GPU,
+ * float32.
+ *
+ * Same arguments and semantics as st_vsn_forward / st_vsn_backward(_ex) of
+ * the CPU op, with device pointers and a stream. Per row r: s [F] (row
+ * stride s_stride), c [C] (c_stride); in the model both are views of one
+ * window row (s = window, c = window + F, both with the window's stride
+ * F+C): never assume s_stride == F.
+ *     e_j = s_j embed_w[j] + embed_b[j];  alpha = softmax(GRN_sel(E, c));
+ *     t_j = GRN_j(e_j);                   v = sum_j alpha_j t_j
+ * The weights and gradients are st_vsn_weights_f32 / st_vsn_grads_f32 of
+ * model/vsn.h (plain structs of float pointers) holding DEVICE pointers; the
+ * structs themselves live on the host. Parameter gradients are added to
+ * (+=, in a fixed order: bit-identical run to run); ds (may be NULL) is
+ * written; dc (may be NULL) is written, or added to with dc_accumulate.
+ *
+ * `saved` (st_cuda_vsn_saved_count floats) is filled by the forward for the
+ * backward; `work` (st_cuda_vsn_work_count floats) is scratch for both. Both
+ * are device buffers. `stream` is a cudaStream_t (NULL: default stream).
+ * Returns ST_OK, ST_ERR_INPUT for bad sizes, or ST_ERR_DEVICE (message in
+ * st_last_error()). Calls are asynchronous on the stream. */
+#ifndef ST_VSN_CUDA_H
+#define ST_VSN_CUDA_H
+
+#include <stddef.h>
+
+/* Declared in model/vsn.h (in a float translation unit); named here by tag
+ * so that this header does not depend on the includer's precision. */
+struct st_vsn_weights_f32;
+struct st_vsn_grads_f32;
+
+size_t st_cuda_vsn_saved_count(int rows, int F, int C, int Dv);
+size_t st_cuda_vsn_work_count(int rows, int F, int C, int Dv);
+
+/* v [rows, Dv] and alpha [rows, F] (alpha may be NULL). */
+int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
+                        const struct st_vsn_weights_f32 *w, float *v, int v_stride, float *alpha, int alpha_stride,
+                        float *saved, float *work, void *stream);
+
+int st_cuda_vsn_backward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
+                         const struct st_vsn_weights_f32 *w, const float *saved, const float *dv, int dv_stride,
+                         float *ds, int ds_stride, float *dc, int dc_stride, int dc_accumulate,
+                         const struct st_vsn_grads_f32 *g, float *work, void *stream);
+
+/* With a gradient dalpha [rows, F] for the alpha output as well (NULL: none). */
+int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
+                            const struct st_vsn_weights_f32 *w, const float *saved, const float *dv, int dv_stride,
+                            const float *dalpha, int dalpha_stride, float *ds, int ds_stride, float *dc, int dc_stride,
+                            int dc_accumulate, const struct st_vsn_grads_f32 *g, float *work, void *stream);
+
+#endif

@@ -1,0 +1,614 @@
+/* ssd.cu: the Mamba2 SSD scan on the GPU (float32 storage, double
+ * accumulation), forward and backward; the C API is cuda/ssd_cuda.h and the
+ * math that of model/ssd.c, which it mirrors chunk by chunk.
+ *
+ * Per (b, h), a_t = dt_t A (<= 0), S_{-1} = 0 (S is P x N):
+ *     S_t = exp(a_t) S_{t-1} + dt_t x_t B_t^T,    y_t = S_t C_t + D x_t
+ * In a chunk of length L (chunk length Q, the last may be shorter) with
+ * local t, s in [0, L):
+ *     Lm[t,s] = exp(sum_{s<i<=t} a_i) (s <= t),  e[t] = exp(sum_{i<=t} a_i),
+ *     w_s = Lm[L-1,s] dt_s,  M = (C B^T) o Lm o dt_s
+ *     Y = M X + diag(e) C S_in^T + D X,   S_out = e[L-1] S_in + X^T diag(w) B
+ * Every exponent is a segment sum of a_i taken directly (never a difference
+ * of cumulative sums), so it is <= 0 and nothing overflows.
+ *
+ * Forward, three launches:
+ *   1. chunk_summary  (one block per (b, h, chunk)): the chunk's own state
+ *      X^T diag(w) B and its total decay e[L-1];
+ *   2. state_pass     (one block per (b, h)): S_in of every chunk by the
+ *      recurrence S_in[c+1] = e_c[L-1] S_in[c] + local[c], in place;
+ *   3. chunk_forward  (one block per (b, h, chunk)): Y of the chunk.
+ * Backward, mirroring it (formulas as in ssd.c):
+ *   1. chunk_summary also forms U[c] = dY^T diag(e) C of each chunk;
+ *   2. state_pass also runs the reverse recurrence for the gradient leaving
+ *      each chunk: dS_out[c-1] = e_c[L-1] dS_out[c] + U[c], dS_out[last] = 0;
+ *   3. chunk_backward (one block per (b, h, chunk)): dx and ddt of the chunk,
+ *      this head's dB, dC rows, and the chunk's dA, dD partials;
+ *   4. reduce_group: dB, dC = sum over the heads of a group, in head order;
+ *   5. reduce_head: dA, dD += sum over (b, chunk) in order.
+ * No atomics: every sum has one owner thread and a fixed order, so results
+ * are bit-identical run to run and do not depend on the row strides.
+ *
+ * Work (floats): states, dstates [Bsz H nc, P N]; decay [Bsz H nc];
+ * dBp, dCp [Bsz H, K N]; dA and dD partials [Bsz H nc] each. */
+#include <string.h>
+
+#include "cuda/check.h"
+
+extern "C" {
+#include "cuda/ssd_cuda.h"
+}
+
+/* Threads per block of every kernel; chunk_backward's ordered reduction
+ * has one slot per thread, so its launches must use exactly this. */
+#define SSD_THREADS 256
+
+/* The default dynamic shared memory limit; more needs an opt-in. */
+#define SSD_SMEM_DEFAULT 49152
+
+/* Sizes, strides and pointers of one call, passed to kernels by value. */
+struct ssd_dev_args {
+    int Bsz, K, H, P, G, N, Q, nc;
+    const float *x, *dt, *A, *Bm, *Cm, *Dskip, *dy;
+    int x_stride, dt_stride, B_stride, C_stride, dy_stride;
+    float *y, *dx, *ddt;
+    int y_stride, dx_stride, ddt_stride;
+};
+
+/* The chunk a block works on: rows t0 .. t0+L-1 of window b, head h, with
+ * the head's (or its group's) column offset applied to each row pointer. */
+struct ssd_chunk {
+    int b, h, c, t0, L;
+    size_t bh, row0;
+    const float *X, *B, *C, *dt, *dY;
+    double A, D;
+};
+
+__device__ static ssd_chunk chunk_of(const ssd_dev_args &a, int blk) {
+    ssd_chunk k;
+    k.c = blk % a.nc;
+    k.bh = (size_t)(blk / a.nc);
+    k.h = (int)(k.bh % (size_t)a.H);
+    k.b = (int)(k.bh / (size_t)a.H);
+    int g = k.h / (a.H / a.G);
+    k.t0 = k.c * a.Q;
+    k.L = min(a.Q, a.K - k.t0);
+    k.row0 = (size_t)k.b * (size_t)a.K + (size_t)k.t0;
+    k.X = a.x + k.row0 * (size_t)a.x_stride + (size_t)k.h * (size_t)a.P;
+    k.B = a.Bm + k.row0 * (size_t)a.B_stride + (size_t)g * (size_t)a.N;
+    k.C = a.Cm + k.row0 * (size_t)a.C_stride + (size_t)g * (size_t)a.N;
+    k.dt = a.dt + k.row0 * (size_t)a.dt_stride + (size_t)k.h;
+    k.dY = a.dy ? a.dy + k.row0 * (size_t)a.dy_stride + (size_t)k.h * (size_t)a.P : NULL;
+    k.A = (double)a.A[k.h];
+    k.D = a.Dskip ? (double)a.Dskip[k.h] : 0.0;
+    return k;
+}
+
+/* Element accessors of a chunk's rows (local row t). */
+__device__ static float x_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int p) {
+    return k.X[(size_t)t * a.x_stride + p];
+}
+__device__ static float b_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int n) {
+    return k.B[(size_t)t * a.B_stride + n];
+}
+__device__ static float c_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int n) {
+    return k.C[(size_t)t * a.C_stride + n];
+}
+__device__ static float dy_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int p) {
+    return k.dY[(size_t)t * a.dy_stride + p];
+}
+
+/* C_t . B_s over N, in double. */
+__device__ static double cb_dot(const ssd_dev_args &a, const ssd_chunk &k, int t, int s) {
+    double g = 0;
+    for (int n = 0; n < a.N; n++)
+        g += (double)c_at(a, k, t, n) * (double)b_at(a, k, s, n);
+    return g;
+}
+
+/* sum_{s<i<=t} a_i, summed from t down as ssd.c's decay_row does. */
+__device__ static double segment(const double *ai, int t, int s) {
+    double seg = 0;
+    for (int i = t; i > s; i--)
+        seg += ai[i];
+    return seg;
+}
+
+/* sum_{i<=t} a_i, summed upwards as ssd.c's decay_from_entry does. */
+__device__ static double prefix(const double *ai, int t) {
+    double acc = 0;
+    for (int i = 0; i <= t; i++)
+        acc += ai[i];
+    return acc;
+}
+
+/* a_i = dt_i A and dt_i of the chunk into shared memory. */
+__device__ static void load_decays(const ssd_dev_args &a, const ssd_chunk &k, double *ai, double *dtv) {
+    for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+        dtv[i] = (double)k.dt[(size_t)i * a.dt_stride];
+        ai[i] = dtv[i] * k.A;
+    }
+}
+
+/* ---- work layout ------------------------------------------------------- */
+
+struct ssd_work {
+    size_t states, dstates, decay, dBp, dCp, partA, partD, total;
+};
+
+static int clamp_q(int Q, int K) { return Q < 1 ? 1 : (Q < K ? Q : K); }
+
+static ssd_work ssd_work_of(int Bsz, int K, int H, int P, int N, int Q) {
+    int Qe = clamp_q(Q, K), nc = (K + Qe - 1) / Qe;
+    size_t bh = (size_t)Bsz * (size_t)H, bhc = bh * (size_t)nc, pn = (size_t)P * (size_t)N;
+    size_t kn = (size_t)K * (size_t)N;
+    ssd_work w;
+    w.states = 0;
+    w.dstates = w.states + bhc * pn;
+    w.decay = w.dstates + bhc * pn;
+    w.dBp = w.decay + bhc;
+    w.dCp = w.dBp + bh * kn;
+    w.partA = w.dCp + bh * kn;
+    w.partD = w.partA + bhc;
+    w.total = w.partD + bhc;
+    return w;
+}
+
+extern "C" size_t st_cuda_ssd_work_count(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    (void)G;
+    if (Bsz <= 0 || K <= 0 || H <= 0 || P <= 0 || N <= 0) return 0;
+    return ssd_work_of(Bsz, K, H, P, N, Q).total;
+}
+
+/* ---- kernels ----------------------------------------------------------- */
+
+/* One block per (b, h, chunk): states[blk] = X^T diag(w) B, decay[blk] =
+ * e[L-1]; with dstates, also dstates[blk] = dY^T diag(e) C.
+ * Shared: ai, dtv, w, e [Q] doubles. */
+static __global__ void chunk_summary_kernel(ssd_dev_args a, float *states, float *dstates, float *decay) {
+    extern __shared__ double sm_sum[];
+    const ssd_chunk k = chunk_of(a, blockIdx.x);
+    double *ai = sm_sum, *dtv = ai + a.Q, *w = dtv + a.Q, *e = w + a.Q;
+    load_decays(a, k, ai, dtv);
+    __syncthreads();
+    for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
+        w[i] = exp(segment(ai, k.L - 1, i)) * dtv[i];
+        e[i] = exp(prefix(ai, i));
+    }
+    if (threadIdx.x == 0) decay[blockIdx.x] = (float)exp(prefix(ai, k.L - 1));
+    __syncthreads();
+    const size_t pn = (size_t)a.P * (size_t)a.N;
+    float *S = states + (size_t)blockIdx.x * pn;
+    float *U = dstates ? dstates + (size_t)blockIdx.x * pn : NULL;
+    for (size_t idx = threadIdx.x; idx < pn; idx += blockDim.x) {
+        int p = (int)(idx / (size_t)a.N), n = (int)(idx % (size_t)a.N);
+        double s = 0, u = 0;
+        for (int t = 0; t < k.L; t++) {
+            s += (double)x_at(a, k, t, p) * w[t] * (double)b_at(a, k, t, n);
+            if (U) u += (double)dy_at(a, k, t, p) * e[t] * (double)c_at(a, k, t, n);
+        }
+        S[idx] = (float)s;
+        if (U) U[idx] = (float)u;
+    }
+}
+
+/* One block per (b, h), a thread per state element: in place, the chunks'
+ * own states become the state entering each chunk, and (with dstates) the
+ * chunks' U become the gradient leaving each chunk. Carried in double. */
+static __global__ void state_pass_kernel(ssd_dev_args a, float *states, float *dstates, const float *decay) {
+    const size_t pn = (size_t)a.P * (size_t)a.N, first = (size_t)blockIdx.x * (size_t)a.nc;
+    const float *dec = decay + first;
+    for (size_t idx = threadIdx.x; idx < pn; idx += blockDim.x) {
+        double S = 0;
+        for (int c = 0; c < a.nc; c++) {
+            float *slot = states + (first + (size_t)c) * pn + idx;
+            double local = *slot;
+            *slot = (float)S;
+            S = (double)dec[c] * S + local;
+        }
+        if (!dstates) continue;
+        double dS = 0;
+        for (int c = a.nc - 1; c >= 0; c--) {
+            float *slot = dstates + (first + (size_t)c) * pn + idx;
+            double local = *slot;
+            *slot = (float)dS;
+            dS = (double)dec[c] * dS + local;
+        }
+    }
+}
+
+/* One block per (b, h, chunk): Y = M X + diag(e) C S_in^T + D X.
+ * Shared: ai, dtv, e [Q] doubles, then M [L, L] floats. */
+static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states) {
+    extern __shared__ double sm_fwd[];
+    const ssd_chunk k = chunk_of(a, blockIdx.x);
+    const int L = k.L;
+    double *ai = sm_fwd, *dtv = ai + a.Q, *e = dtv + a.Q;
+    float *M = (float *)(e + a.Q);
+    load_decays(a, k, ai, dtv);
+    __syncthreads();
+    for (int i = threadIdx.x; i < L; i += blockDim.x)
+        e[i] = exp(prefix(ai, i));
+    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
+        int t = idx / L, s = idx % L;
+        M[idx] = s <= t ? (float)(cb_dot(a, k, t, s) * exp(segment(ai, t, s)) * dtv[s]) : 0.0f;
+    }
+    __syncthreads();
+    const size_t pn = (size_t)a.P * (size_t)a.N;
+    const float *Sin = states + (size_t)blockIdx.x * pn;
+    for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
+        int t = idx / a.P, p = idx % a.P;
+        double acc = 0;
+        for (int s = 0; s <= t; s++)
+            acc += (double)M[t * L + s] * (double)x_at(a, k, s, p);
+        if (k.c > 0) {
+            double cs = 0;
+            for (int n = 0; n < a.N; n++)
+                cs += (double)c_at(a, k, t, n) * (double)Sin[(size_t)p * a.N + n];
+            acc += e[t] * cs;
+        }
+        acc += k.D * (double)x_at(a, k, t, p);
+        a.y[(k.row0 + (size_t)t) * (size_t)a.y_stride + (size_t)k.h * (size_t)a.P + (size_t)p] = (float)acc;
+    }
+}
+
+/* Shared memory of chunk_backward: the doubles first (8-byte aligned). */
+struct ssd_bwd_smem {
+    double *ai, *dtv, *e, *last, *dd, *de, *sa, *red;
+    float *G, *Lm, *dM;
+};
+
+__device__ static ssd_bwd_smem bwd_smem(double *base, int Q) {
+    ssd_bwd_smem m;
+    m.ai = base;
+    m.dtv = m.ai + Q;
+    m.e = m.dtv + Q;
+    m.last = m.e + Q;
+    m.dd = m.last + Q;
+    m.de = m.dd + Q;
+    m.sa = m.de + Q;
+    m.red = m.sa + Q;
+    m.G = (float *)(m.red + SSD_THREADS);
+    m.Lm = m.G + (size_t)Q * Q;
+    m.dM = m.Lm + (size_t)Q * Q;
+    return m;
+}
+
+static size_t bwd_smem_bytes(int Q) {
+    return sizeof(double) * (7 * (size_t)Q + SSD_THREADS) + sizeof(float) * 3 * (size_t)Q * (size_t)Q;
+}
+static size_t fwd_smem_bytes(int Q) { return sizeof(double) * 3 * (size_t)Q + sizeof(float) * (size_t)Q * (size_t)Q; }
+static size_t sum_smem_bytes(int Q) { return sizeof(double) * 4 * (size_t)Q; }
+
+/* Step 2 of chunk_backward: decays, e, last row, and for s <= t
+ * G = C_t.B_s, Lm, dM = dY_t.X_s (all 0 above the diagonal). */
+__device__ static void bwd_products(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L;
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+        m.e[i] = exp(prefix(m.ai, i));
+        m.last[i] = exp(segment(m.ai, L - 1, i));
+        m.de[i] = 0;
+    }
+    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
+        int t = idx / L, s = idx % L;
+        float g = 0, l = 0, d = 0;
+        if (s <= t) {
+            l = (float)exp(segment(m.ai, t, s));
+            g = (float)cb_dot(a, k, t, s);
+            double acc = 0;
+            for (int p = 0; p < a.P; p++)
+                acc += (double)dy_at(a, k, t, p) * (double)x_at(a, k, s, p);
+            d = (float)acc;
+        }
+        m.G[idx] = g;
+        m.Lm[idx] = l;
+        m.dM[idx] = d;
+    }
+}
+
+/* Step 3, one thread per column s (ssd.c's chunk_intra_grads): G becomes M,
+ * dM becomes dG = dM o Lm o dt_s, Lm becomes R = dM o G o Lm o dt_s below
+ * the diagonal (0 on it), dd[s] = sum_t dM o G o Lm (ddt's direct part). */
+__device__ static void bwd_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L;
+    for (int s = threadIdx.x; s < L; s += blockDim.x) {
+        double dts = m.dtv[s], acc = 0;
+        for (int t = s; t < L; t++) {
+            int i = t * L + s;
+            double g = m.G[i], l = m.Lm[i], d = m.dM[i], q = d * g * l;
+            acc += q;
+            m.G[i] = (float)(g * l * dts);
+            m.dM[i] = (float)(d * l * dts);
+            m.Lm[i] = t > s ? (float)(q * dts) : 0.0f;
+        }
+        m.dd[s] = acc;
+    }
+}
+
+/* Step 4, one thread per local row i: the terms of S_out through w_i (into
+ * dd[i] and R's last row) and of Y's S_in term (de[i]); row L-1 also takes
+ * S_out's decay of S_in, sum(dS_out o S_in). */
+__device__ static void bwd_boundary(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m, const float *Sin,
+                                    const float *dSo) {
+    const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
+    const size_t pn = (size_t)a.P * (size_t)a.N;
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+        if (has_out) { /* dw_i = B_i . (X dS_out)_i */
+            double dw = 0;
+            for (int n = 0; n < a.N; n++) {
+                double xds = 0;
+                for (int p = 0; p < a.P; p++)
+                    xds += (double)x_at(a, k, i, p) * (double)dSo[(size_t)p * a.N + n];
+                dw += (double)b_at(a, k, i, n) * xds;
+            }
+            m.dd[i] += dw * m.last[i];
+            if (i < L - 1) {
+                float *r = &m.Lm[(L - 1) * L + i];
+                *r = (float)((double)*r + dw * m.last[i] * m.dtv[i]);
+            }
+        }
+        if (has_in) { /* de_i = C_i . (dY S_in)_i */
+            double de = 0;
+            for (int n = 0; n < a.N; n++) {
+                double ys = 0;
+                for (int p = 0; p < a.P; p++)
+                    ys += (double)dy_at(a, k, i, p) * (double)Sin[(size_t)p * a.N + n];
+                de += (double)c_at(a, k, i, n) * ys;
+            }
+            if (i == L - 1 && has_out) {
+                double ddc = 0;
+                for (size_t j = 0; j < pn; j++)
+                    ddc += (double)dSo[j] * (double)Sin[j];
+                de += ddc;
+            }
+            m.de[i] = de;
+        }
+    }
+}
+
+/* Step 5, one thread per row t: R's row becomes its exclusive prefix sums
+ * seeded by e[t] de[t], so that da_i = sum_{t>=i} R[t,i]. */
+__device__ static void bwd_prefix_rows(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L, has_in = k.c > 0;
+    for (int t = threadIdx.x; t < L; t += blockDim.x) {
+        float *Rt = m.Lm + t * L;
+        double acc = has_in ? m.e[t] * m.de[t] : 0.0;
+        for (int s = 0; s <= t; s++) {
+            double here = s < t ? (double)Rt[s] : 0.0;
+            Rt[s] = (float)acc;
+            acc += here;
+        }
+    }
+}
+
+/* Step 6: ddt_i = direct_i + A da_i; sa[i] = dt_i da_i (for dA); each
+ * thread's share of sum dY o X (for dD) into red[tid]. */
+__device__ static void bwd_decay_grads(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L;
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+        double da = 0;
+        for (int t = i; t < L; t++)
+            da += (double)m.Lm[t * L + i];
+        a.ddt[(k.row0 + (size_t)i) * (size_t)a.ddt_stride + (size_t)k.h] = (float)(m.dd[i] + k.A * da);
+        m.sa[i] = m.dtv[i] * da;
+    }
+    double pd = 0;
+    for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
+        int t = idx / a.P, p = idx % a.P;
+        pd += (double)dy_at(a, k, t, p) * (double)x_at(a, k, t, p);
+    }
+    m.red[threadIdx.x] = pd;
+}
+
+/* Step 7: dX = M^T dY + diag(w) B dS_out^T + D dY (written to dx), and this
+ * head's dC = dG B + diag(e) dY S_in, dB = dG^T C + diag(w) X dS_out (to
+ * its slab of dBp/dCp). G holds M and dM holds dG since step 3. */
+__device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, const ssd_bwd_smem &m, const float *Sin,
+                                   const float *dSo, float *dBh, float *dCh) {
+    const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
+    for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
+        int s = idx / a.P, p = idx % a.P;
+        double acc = 0;
+        for (int t = s; t < L; t++)
+            acc += (double)m.G[t * L + s] * (double)dy_at(a, k, t, p);
+        if (has_out) {
+            double bd = 0;
+            for (int n = 0; n < a.N; n++)
+                bd += (double)b_at(a, k, s, n) * (double)dSo[(size_t)p * a.N + n];
+            acc += m.last[s] * m.dtv[s] * bd;
+        }
+        acc += k.D * (double)dy_at(a, k, s, p);
+        a.dx[(k.row0 + (size_t)s) * (size_t)a.dx_stride + (size_t)k.h * (size_t)a.P + (size_t)p] = (float)acc;
+    }
+    for (int idx = threadIdx.x; idx < L * a.N; idx += blockDim.x) {
+        int t = idx / a.N, n = idx % a.N;
+        double dc = 0, db = 0;
+        for (int s = 0; s <= t; s++)
+            dc += (double)m.dM[t * L + s] * (double)b_at(a, k, s, n);
+        for (int u = t; u < L; u++) /* row t as the s index of dB */
+            db += (double)m.dM[u * L + t] * (double)c_at(a, k, u, n);
+        if (has_in) {
+            double ys = 0;
+            for (int p = 0; p < a.P; p++)
+                ys += (double)dy_at(a, k, t, p) * (double)Sin[(size_t)p * a.N + n];
+            dc += m.e[t] * ys;
+        }
+        if (has_out) {
+            double xs = 0;
+            for (int p = 0; p < a.P; p++)
+                xs += (double)x_at(a, k, t, p) * (double)dSo[(size_t)p * a.N + n];
+            db += m.last[t] * m.dtv[t] * xs;
+        }
+        size_t off = (size_t)(k.t0 + t) * (size_t)a.N + (size_t)n;
+        dCh[off] = (float)dc;
+        dBh[off] = (float)db;
+    }
+}
+
+/* One block per (b, h, chunk), SSD_THREADS threads: the chunk's backward
+ * (steps as in ssd.c's chunk_backward_one). */
+static __global__ void chunk_backward_kernel(ssd_dev_args a, const float *states, const float *dstates, float *dBp,
+                                             float *dCp, float *partA, float *partD) {
+    extern __shared__ double sm_bwd[];
+    const ssd_chunk k = chunk_of(a, blockIdx.x);
+    ssd_bwd_smem m = bwd_smem(sm_bwd, a.Q);
+    const size_t pn = (size_t)a.P * (size_t)a.N, kn = (size_t)a.K * (size_t)a.N;
+    const float *Sin = states + (size_t)blockIdx.x * pn, *dSo = dstates + (size_t)blockIdx.x * pn;
+    load_decays(a, k, m.ai, m.dtv);
+    __syncthreads();
+    bwd_products(a, k, m);
+    __syncthreads();
+    bwd_intra(k, m);
+    __syncthreads();
+    bwd_boundary(a, k, m, Sin, dSo);
+    __syncthreads();
+    bwd_prefix_rows(k, m);
+    __syncthreads();
+    bwd_decay_grads(a, k, m);
+    __syncthreads();
+    if (threadIdx.x == 0) { /* fixed-order sums of the block's partials */
+        double sA = 0, sD = 0;
+        for (int i = 0; i < k.L; i++)
+            sA += m.sa[i];
+        for (int j = 0; j < SSD_THREADS; j++)
+            sD += m.red[j];
+        partA[blockIdx.x] = (float)sA;
+        partD[blockIdx.x] = (float)sD;
+    }
+    bwd_outputs(a, k, m, Sin, dSo, dBp + k.bh * kn, dCp + k.bh * kn);
+}
+
+/* A thread per (row, group, n): dB and dC are the sums of the group's heads'
+ * partials, in head order (written, not added). */
+static __global__ void reduce_group_kernel(ssd_dev_args a, const float *dBp, const float *dCp, float *dB, int dB_stride,
+                                           float *dC, int dC_stride) {
+    const size_t total = (size_t)a.Bsz * a.K * a.G * a.N;
+    for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int n = (int)(idx % (size_t)a.N);
+        size_t rest = idx / (size_t)a.N;
+        int g = (int)(rest % (size_t)a.G);
+        size_t r = rest / (size_t)a.G;
+        size_t b = r / (size_t)a.K, t = r % (size_t)a.K;
+        int hg = a.H / a.G;
+        double sB = 0, sC = 0;
+        for (int h = g * hg; h < (g + 1) * hg; h++) {
+            size_t off = ((b * (size_t)a.H + (size_t)h) * (size_t)a.K + t) * (size_t)a.N + (size_t)n;
+            sB += (double)dBp[off];
+            sC += (double)dCp[off];
+        }
+        dB[r * (size_t)dB_stride + (size_t)g * a.N + n] = (float)sB;
+        dC[r * (size_t)dC_stride + (size_t)g * a.N + n] = (float)sC;
+    }
+}
+
+/* A thread per head: dA[h] += sum over (b, chunk) of the partials, in
+ * order; the same for dD (when given). */
+static __global__ void reduce_head_kernel(ssd_dev_args a, const float *partA, const float *partD, float *dA,
+                                          float *dD) {
+    int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= a.H) return;
+    double sA = 0, sD = 0;
+    for (int b = 0; b < a.Bsz; b++)
+        for (int c = 0; c < a.nc; c++) {
+            size_t i = ((size_t)b * a.H + (size_t)h) * (size_t)a.nc + (size_t)c;
+            sA += (double)partA[i];
+            sD += (double)partD[i];
+        }
+    dA[h] += (float)sA;
+    if (dD) dD[h] += (float)sD;
+}
+
+/* ---- host side ---------------------------------------------------------- */
+
+static int ssd_check_sizes(int Bsz, int K, int H, int P, int G, int N) {
+    ST_REQUIRE(Bsz >= 0 && K >= 0 && H > 0 && P > 0 && N > 0 && G > 0 && H % G == 0, ST_ERR_INPUT,
+               "SSD on the GPU: bad sizes Bsz=%d K=%d H=%d P=%d G=%d N=%d (G must divide H)", Bsz, K, H, P, G, N);
+    return ST_OK;
+}
+
+/* Lets `kernel` use `bytes` of dynamic shared memory, or says why not. */
+template <typename T> static int allow_smem(T *kernel, size_t bytes, int Q) {
+    if (bytes <= SSD_SMEM_DEFAULT) return ST_OK;
+    int dev = 0, max_optin = 0;
+    ST_CUDA_TRY(cudaGetDevice(&dev));
+    ST_CUDA_TRY(cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    ST_REQUIRE(bytes <= (size_t)max_optin, ST_ERR_INPUT,
+               "SSD on the GPU: chunk length Q=%d needs %zu bytes of shared memory per block, the device allows %d", Q,
+               bytes, max_optin);
+    ST_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return ST_OK;
+}
+
+static ssd_dev_args args_of(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x, int x_stride,
+                            const float *dt, int dt_stride, const float *A, const float *Bm, int B_stride,
+                            const float *Cm, int C_stride, const float *Dskip) {
+    ssd_dev_args a;
+    memset(&a, 0, sizeof a);
+    a.Bsz = Bsz, a.K = K, a.H = H, a.P = P, a.G = G, a.N = N;
+    a.Q = clamp_q(Q, K);
+    a.nc = (K + a.Q - 1) / a.Q;
+    a.x = x, a.x_stride = x_stride, a.dt = dt, a.dt_stride = dt_stride, a.A = A;
+    a.Bm = Bm, a.B_stride = B_stride, a.Cm = Cm, a.C_stride = C_stride, a.Dskip = Dskip;
+    return a;
+}
+
+/* Launches 1 and 2 of both directions: states (and dstates) per chunk. */
+static int launch_states(const ssd_dev_args &a, const ssd_work &lay, float *work, int with_grad, cudaStream_t st) {
+    int blocks = a.Bsz * a.H * a.nc;
+    float *dstates = with_grad ? work + lay.dstates : NULL;
+    ST_TRY(allow_smem(chunk_summary_kernel, sum_smem_bytes(a.Q), a.Q));
+    chunk_summary_kernel<<<blocks, SSD_THREADS, sum_smem_bytes(a.Q), st>>>(a, work + lay.states, dstates,
+                                                                           work + lay.decay);
+    ST_CUDA_LAUNCHED();
+    state_pass_kernel<<<a.Bsz * a.H, SSD_THREADS, 0, st>>>(a, work + lay.states, dstates, work + lay.decay);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+extern "C" int st_cuda_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x,
+                                           int x_stride, const float *dt, int dt_stride, const float *A,
+                                           const float *Bm, int B_stride, const float *Cm, int C_stride,
+                                           const float *Dskip, float *y, int y_stride, float *work, void *stream) {
+    ST_TRY(ssd_check_sizes(Bsz, K, H, P, G, N));
+    if (Bsz == 0 || K == 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    ssd_dev_args a = args_of(Bsz, K, H, P, G, N, Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm, C_stride, Dskip);
+    a.y = y, a.y_stride = y_stride;
+    ssd_work lay = ssd_work_of(Bsz, K, H, P, N, Q);
+    ST_TRY(launch_states(a, lay, work, 0, st));
+    ST_TRY(allow_smem(chunk_forward_kernel, fwd_smem_bytes(a.Q), a.Q));
+    chunk_forward_kernel<<<Bsz * H * a.nc, SSD_THREADS, fwd_smem_bytes(a.Q), st>>>(a, work + lay.states);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+extern "C" int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x,
+                                            int x_stride, const float *dt, int dt_stride, const float *A,
+                                            const float *Bm, int B_stride, const float *Cm, int C_stride,
+                                            const float *Dskip, const float *dy, int dy_stride, float *dx,
+                                            int dx_stride, float *ddt, int ddt_stride, float *dA, float *dB,
+                                            int dB_stride, float *dC, int dC_stride, float *dD, float *work,
+                                            void *stream) {
+    ST_TRY(ssd_check_sizes(Bsz, K, H, P, G, N));
+    if (Bsz == 0 || K == 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    ssd_dev_args a = args_of(Bsz, K, H, P, G, N, Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm, C_stride, Dskip);
+    a.dy = dy, a.dy_stride = dy_stride, a.dx = dx, a.dx_stride = dx_stride, a.ddt = ddt, a.ddt_stride = ddt_stride;
+    ssd_work lay = ssd_work_of(Bsz, K, H, P, N, Q);
+    ST_TRY(launch_states(a, lay, work, 1, st));
+    ST_TRY(allow_smem(chunk_backward_kernel, bwd_smem_bytes(a.Q), a.Q));
+    chunk_backward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bwd_smem_bytes(a.Q), st>>>(
+        a, work + lay.states, work + lay.dstates, work + lay.dBp, work + lay.dCp, work + lay.partA, work + lay.partD);
+    ST_CUDA_LAUNCHED();
+    size_t cells = (size_t)Bsz * K * G * N;
+    int blocks = (int)((cells + SSD_THREADS - 1) / SSD_THREADS);
+    blocks = blocks < 65535 ? blocks : 65535; /* the kernel strides over the rest */
+    reduce_group_kernel<<<blocks, SSD_THREADS, 0, st>>>(a, work + lay.dBp, work + lay.dCp, dB, dB_stride, dC,
+                                                        dC_stride);
+    ST_CUDA_LAUNCHED();
+    reduce_head_kernel<<<(H + SSD_THREADS - 1) / SSD_THREADS, SSD_THREADS, 0, st>>>(a, work + lay.partA,
+                                                                                    work + lay.partD, dA, dD);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}

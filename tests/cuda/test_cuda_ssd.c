@@ -1,0 +1,467 @@
+/* test_cuda_ssd.c: the GPU SSD scan (cuda/ssd_cuda.h) against the CPU op
+ * (model/ssd.h). Skips (exit 77) without a device.
+ *
+ * For every case the GPU forward + backward runs on fresh Philox inputs and
+ * is compared with
+ *   - the CPU float chunked op with the same Q (same algorithm, float), and
+ *   - the CPU float64 sequential recurrence (the definition),
+ * as norm(gpu - ref) / norm(ref): forward <= 1e-5, gradients <= 1e-4. Both
+ * sides keep float states; the GPU accumulates in double, so honest
+ * differences are float round-off amplified by sums of a few hundred terms
+ * (~1e-7..1e-6, printed), while any wrong term is O(1e-2) or more. dA and dD
+ * are added to: they start from the same random values on every side and
+ * the increments are compared (an overwrite instead of += fails).
+ * Cases: Q in {8, 16, 32, 64} x K in {32, 50, 64, 7} for the tiny shape
+ * (H=4, P=16, N=16, G=1), the odd shape (H=8, P=24, N=10, G=2) and
+ * (H=4, P=16, N=16, G=2); a 64-window batch; the default shape (H=8, P=32,
+ * N=64); each case on contiguous buffers and on xBC-style rows (x, B, C
+ * inside one row, dx, dB, dC inside one dxBC row) padded with NaN, which
+ * must give bit-identical results and leave the output padding untouched;
+ * each run twice (bit-identical: no atomics). Last, a long window (K=256,
+ * dt=0.5, A=-16, so exp(-2048) over the window) stays finite and matches. */
+#include "model/ssd.h"
+
+#include <stdint.h>
+
+#include "check/gradcheck.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "cuda_test.h"
+
+#ifdef ST_HAVE_CUDA
+#include "cuda/ssd_cuda.h"
+
+#define FWD_BOUND 1e-5
+#define GRAD_BOUND 1e-4
+
+/* The float64 sequential oracle. ssd.h maps the plain names to this
+ * translation unit's precision (float), so the _f64 build's entry points
+ * are declared here by hand, exactly as ssd.h declares them. */
+size_t st_ssd_work_count_f64(int Bsz, int K, int H, int P, int G, int N, int Q);
+void st_ssd_forward_sequential_f64(int Bsz, int K, int H, int P, int G, int N, const double *x, int x_stride,
+                                   const double *dt, int dt_stride, const double *A, const double *Bm, int B_stride,
+                                   const double *Cm, int C_stride, const double *Dskip, double *y, int y_stride);
+void st_ssd_backward_sequential_f64(int Bsz, int K, int H, int P, int G, int N, const double *x, int x_stride,
+                                    const double *dt, int dt_stride, const double *A, const double *Bm, int B_stride,
+                                    const double *Cm, int C_stride, const double *Dskip, const double *dy,
+                                    int dy_stride, double *dx, int dx_stride, double *ddt, int ddt_stride, double *dA,
+                                    double *dB, int dB_stride, double *dC, int dC_stride, double *dD, double *work);
+
+/* One problem: contiguous host inputs of Bsz windows of K rows, and the
+ * starting values of the accumulated gradients dA, dD. */
+typedef struct {
+    int Bsz, K, H, P, G, N;
+    float *x, *dt, *A, *B, *C, *D, *dy, *dA0, *dD0;
+} problem;
+
+/* Outputs of a forward + backward, contiguous. */
+typedef struct {
+    float *y, *dx, *ddt, *dB, *dC, *dA, *dD;
+} result;
+
+enum { T_Y, T_DX, T_DDT, T_DB, T_DC, T_DA, T_DD, T_COUNT };
+static const char *tensor_names[T_COUNT] = {"y", "dx", "ddt", "dB", "dC", "dA", "dD"};
+
+static long rows_of(const problem *pb) { return (long)pb->Bsz * pb->K; }
+
+/* Elements and width of tensor i. */
+static void tensor_shape(const problem *pb, int i, long *rows, int *cols) {
+    int widths[T_COUNT] = {pb->H * pb->P, pb->H * pb->P, pb->H, pb->G * pb->N, pb->G * pb->N, pb->H, pb->H};
+    *rows = i >= T_DA ? 1 : rows_of(pb);
+    *cols = widths[i];
+}
+
+static float **tensor_ptr(result *r, int i) {
+    float **p[T_COUNT] = {&r->y, &r->dx, &r->ddt, &r->dB, &r->dC, &r->dA, &r->dD};
+    return p[i];
+}
+
+static float *alloc_f(long n) { return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
+
+/* dt = u e^v with u log-uniform in [1e-3, 1e-1] (the Mamba2 init) and v in
+ * [0, 1), so decays span gentle to strong; A = -exp(U[0, log 16]). */
+static problem make_problem(int Bsz, int K, int H, int P, int G, int N, uint64_t seed) {
+    problem pb = {Bsz, K, H, P, G, N, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    long R = (long)Bsz * K;
+    pb.x = alloc_f(R * H * P), pb.dy = alloc_f(R * H * P);
+    pb.B = alloc_f(R * G * N), pb.C = alloc_f(R * G * N);
+    pb.dt = alloc_f(R * H), pb.A = alloc_f(H), pb.D = alloc_f(H), pb.dA0 = alloc_f(H), pb.dD0 = alloc_f(H);
+    st_gc_randnf(pb.x, R * H * P, 1.0f, seed, 1);
+    st_gc_randnf(pb.dy, R * H * P, 1.0f, seed, 2);
+    st_gc_randnf(pb.B, R * G * N, 1.0f, seed, 3);
+    st_gc_randnf(pb.C, R * G * N, 1.0f, seed, 4);
+    st_gc_randnf(pb.D, H, 1.0f, seed, 5);
+    st_gc_randnf(pb.dA0, H, 1.0f, seed, 6);
+    st_gc_randnf(pb.dD0, H, 1.0f, seed, 7);
+    st_rng rng = st_rng_make(seed, ST_STREAM_TEST);
+    for (long i = 0; i < R * H; i++) {
+        double u = exp(log(1e-3) + (log(1e-1) - log(1e-3)) * st_rng_uniform(&rng));
+        pb.dt[i] = (float)(u * exp(st_rng_uniform(&rng)));
+    }
+    for (int h = 0; h < H; h++)
+        pb.A[h] = (float)-exp(log(16.0) * st_rng_uniform(&rng));
+    return pb;
+}
+
+static void free_problem(problem *pb) {
+    free(pb->x), free(pb->dy), free(pb->B), free(pb->C), free(pb->dt), free(pb->A), free(pb->D);
+    free(pb->dA0), free(pb->dD0);
+}
+
+static result make_result(const problem *pb) {
+    result r;
+    for (int i = 0; i < T_COUNT; i++) {
+        long rows;
+        int cols;
+        tensor_shape(pb, i, &rows, &cols);
+        *tensor_ptr(&r, i) = alloc_f(rows * cols);
+    }
+    memcpy(r.dA, pb->dA0, sizeof(float) * (size_t)pb->H);
+    memcpy(r.dD, pb->dD0, sizeof(float) * (size_t)pb->H);
+    return r;
+}
+
+static void free_result(result *r) {
+    for (int i = 0; i < T_COUNT; i++)
+        free(*tensor_ptr(r, i));
+}
+
+/* ---- CPU references ------------------------------------------------------ */
+
+static void cpu_float_chunked(const problem *pb, int Q, result *r) {
+    int HP = pb->H * pb->P, GN = pb->G * pb->N;
+    float *work = alloc_f((long)st_ssd_work_count(pb->Bsz, pb->K, pb->H, pb->P, pb->G, pb->N, Q));
+    st_ssd_forward_chunked(pb->Bsz, pb->K, pb->H, pb->P, pb->G, pb->N, Q, pb->x, HP, pb->dt, pb->H, pb->A, pb->B, GN,
+                           pb->C, GN, pb->D, r->y, HP, work);
+    st_ssd_backward_chunked(pb->Bsz, pb->K, pb->H, pb->P, pb->G, pb->N, Q, pb->x, HP, pb->dt, pb->H, pb->A, pb->B, GN,
+                            pb->C, GN, pb->D, pb->dy, HP, r->dx, HP, r->ddt, pb->H, r->dA, r->dB, GN, r->dC, GN, r->dD,
+                            work);
+    free(work);
+}
+
+static double *to_d(const float *f, long n) {
+    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    for (long i = 0; i < n; i++)
+        d[i] = f[i];
+    return d;
+}
+
+static double *alloc_d(long n) { return malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)); }
+
+static void to_f(float *f, const double *d, long n) {
+    for (long i = 0; i < n; i++)
+        f[i] = (float)d[i];
+}
+
+/* The float64 sequential recurrence on the same (float) inputs; results
+ * rounded to float once (6e-8 relative, far below the bounds). */
+static void cpu_double_sequential(const problem *pb, result *r) {
+    long R = rows_of(pb);
+    int H = pb->H, HP = H * pb->P, GN = pb->G * pb->N;
+    double *x = to_d(pb->x, R * HP), *dt = to_d(pb->dt, R * H), *A = to_d(pb->A, H), *B = to_d(pb->B, R * GN);
+    double *C = to_d(pb->C, R * GN), *D = to_d(pb->D, H), *dy = to_d(pb->dy, R * HP);
+    double *y = alloc_d(R * HP), *dx = alloc_d(R * HP), *ddt = alloc_d(R * H);
+    double *dB = alloc_d(R * GN), *dC = alloc_d(R * GN), *dA = to_d(pb->dA0, H), *dD = to_d(pb->dD0, H);
+    double *work = malloc(sizeof(double) * st_ssd_work_count_f64(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, 1));
+    st_ssd_forward_sequential_f64(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, x, HP, dt, H, A, B, GN, C, GN, D, y, HP);
+    st_ssd_backward_sequential_f64(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, x, HP, dt, H, A, B, GN, C, GN, D, dy, HP, dx,
+                                   HP, ddt, H, dA, dB, GN, dC, GN, dD, work);
+    to_f(r->y, y, R * HP), to_f(r->dx, dx, R * HP), to_f(r->ddt, ddt, R * H);
+    to_f(r->dB, dB, R * GN), to_f(r->dC, dC, R * GN), to_f(r->dA, dA, H), to_f(r->dD, dD, H);
+    free(x), free(dt), free(A), free(B), free(C), free(D), free(dy), free(y), free(dx), free(ddt);
+    free(dB), free(dC), free(dA), free(dD), free(work);
+}
+
+/* ---- the GPU run ----------------------------------------------------------- */
+
+/* rows x width of src into dst with row stride `stride` (dst prefilled). */
+static void put_rows(float *dst, int stride, const float *src, long rows, int width) {
+    for (long r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * stride, src + (size_t)r * width, sizeof(float) * (size_t)width);
+}
+
+static void get_rows(float *dst, const float *src, int stride, long rows, int width) {
+    for (long r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * width, src + (size_t)r * stride, sizeof(float) * (size_t)width);
+}
+
+static float *nan_buffer(long n) {
+    float *p = alloc_f(n);
+    for (long i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+/* 1 when columns [from, stride) of every row still hold the poison bits. */
+static int padding_untouched(const float *buf, long rows, int from, int stride) {
+    for (long r = 0; r < rows; r++)
+        for (int i = from; i < stride; i++) {
+            uint32_t bits;
+            memcpy(&bits, buf + (size_t)r * stride + i, sizeof bits);
+            if (bits != 0xFFFFFFFFu) return 0;
+        }
+    return 1;
+}
+
+/* The row strides of one GPU run: contiguous (each buffer its own width),
+ * or padded: x, B, C in one xBC row of W + 7, dx, dB, dC in one dxBC row of
+ * W + 9, dt, dy, y, ddt each wider than their width, gaps NaN. */
+typedef struct {
+    int xbc_s, dt_s, dy_s, y_s, dxbc_s, ddt_s;
+} strides;
+
+static strides strides_of(const problem *pb, int padded) {
+    int HP = pb->H * pb->P, W = HP + 2 * pb->G * pb->N;
+    strides s = {W, pb->H, HP, HP, W, pb->H};
+    if (padded) s = (strides){W + 7, pb->H + 3, HP + 5, HP + 3, W + 9, pb->H + 2};
+    return s;
+}
+
+/* Forward + backward on the device; inputs and outputs laid out as `padded`
+ * says (x, B, C always share the xBC row: at padded == 0 its stride is just
+ * W, which is still not any one tensor's width). Returns 0 on success;
+ * *pad_ok says whether output padding kept its poison. */
+static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok) {
+    long R = rows_of(pb);
+    int H = pb->H, HP = H * pb->P, GN = pb->G * pb->N, W = HP + 2 * GN;
+    strides s = strides_of(pb, padded);
+    float *h_xbc = nan_buffer(R * s.xbc_s), *h_dt = nan_buffer(R * s.dt_s), *h_dy = nan_buffer(R * s.dy_s);
+    put_rows(h_xbc, s.xbc_s, pb->x, R, HP);
+    put_rows(h_xbc + HP, s.xbc_s, pb->B, R, GN);
+    put_rows(h_xbc + HP + GN, s.xbc_s, pb->C, R, GN);
+    put_rows(h_dt, s.dt_s, pb->dt, R, H);
+    put_rows(h_dy, s.dy_s, pb->dy, R, HP);
+    size_t nwork = st_cuda_ssd_work_count(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q);
+    float *xbc = dev_upload(h_xbc, (size_t)(R * s.xbc_s)), *dt = dev_upload(h_dt, (size_t)(R * s.dt_s));
+    float *dy = dev_upload(h_dy, (size_t)(R * s.dy_s)), *A = dev_upload(pb->A, (size_t)H);
+    float *D = dev_upload(pb->D, (size_t)H), *dA = dev_upload(pb->dA0, (size_t)H), *dD = dev_upload(pb->dD0, (size_t)H);
+    float *y = dev_poisoned((size_t)(R * s.y_s)), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
+    float *ddt = dev_poisoned((size_t)(R * s.ddt_s)), *work = dev_poisoned(nwork);
+    int rc = ST_OK;
+    if (!xbc || !dt || !dy || !A || !D || !dA || !dD || !y || !dxbc || !ddt || !work) rc = ST_ERR_DEVICE;
+    if (rc == ST_OK)
+        rc = st_cuda_ssd_forward_chunked(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q, xbc, s.xbc_s, dt, s.dt_s, A,
+                                         xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, work, NULL);
+    /* Poison the work again: the backward must not rely on the forward's. */
+    if (rc == ST_OK) cudaMemset(work, 0xFF, sizeof(float) * (nwork ? nwork : 1));
+    if (rc == ST_OK)
+        rc = st_cuda_ssd_backward_chunked(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q, xbc, s.xbc_s, dt, s.dt_s, A,
+                                          xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, dy, s.dy_s, dxbc, s.dxbc_s, ddt,
+                                          s.ddt_s, dA, dxbc + HP, s.dxbc_s, dxbc + HP + GN, s.dxbc_s, dD, work, NULL);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (rc != ST_OK) fprintf(stderr, "GPU SSD call failed: %s\n", st_last_error());
+    if (e != cudaSuccess) fprintf(stderr, "GPU SSD kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
+    if (rc == ST_OK) {
+        float *h_y = alloc_f(R * s.y_s), *h_dxbc = alloc_f(R * s.dxbc_s), *h_ddt = alloc_f(R * s.ddt_s);
+        dev_download(h_y, y, (size_t)(R * s.y_s));
+        dev_download(h_dxbc, dxbc, (size_t)(R * s.dxbc_s));
+        dev_download(h_ddt, ddt, (size_t)(R * s.ddt_s));
+        dev_download(r->dA, dA, (size_t)H);
+        dev_download(r->dD, dD, (size_t)H);
+        get_rows(r->y, h_y, s.y_s, R, HP);
+        get_rows(r->dx, h_dxbc, s.dxbc_s, R, HP);
+        get_rows(r->dB, h_dxbc + HP, s.dxbc_s, R, GN);
+        get_rows(r->dC, h_dxbc + HP + GN, s.dxbc_s, R, GN);
+        get_rows(r->ddt, h_ddt, s.ddt_s, R, H);
+        *pad_ok = padding_untouched(h_y, R, HP, s.y_s) && padding_untouched(h_dxbc, R, W, s.dxbc_s) &&
+                  padding_untouched(h_ddt, R, H, s.ddt_s);
+        free(h_y), free(h_dxbc), free(h_ddt);
+    }
+    dev_free(xbc), dev_free(dt), dev_free(dy), dev_free(A), dev_free(D), dev_free(dA), dev_free(dD);
+    dev_free(y), dev_free(dxbc), dev_free(ddt), dev_free(work);
+    free(h_xbc), free(h_dt), free(h_dy);
+    return rc;
+}
+
+/* ---- comparisons ----------------------------------------------------------- */
+
+/* rel err of tensor i; for the accumulated dA, dD, of the increments. Sets
+ * *where to the element with the largest difference. */
+static double tensor_err(const problem *pb, int i, const result *g, const result *ref, long *where, double *gv,
+                         double *rv) {
+    long rows;
+    int cols;
+    tensor_shape(pb, i, &rows, &cols);
+    float *a = *tensor_ptr((result *)g, i), *b = *tensor_ptr((result *)ref, i);
+    const float *base = i == T_DA ? pb->dA0 : i == T_DD ? pb->dD0 : NULL;
+    long n = rows * cols;
+    float *ga = alloc_f(n), *rb = alloc_f(n);
+    double worst = -1;
+    *where = 0;
+    for (long k = 0; k < n; k++) {
+        ga[k] = base ? a[k] - base[k] : a[k];
+        rb[k] = base ? b[k] - base[k] : b[k];
+        double d = fabs((double)ga[k] - (double)rb[k]);
+        if (!(d <= worst)) worst = d, *where = k; /* NaN counts as worst */
+    }
+    *gv = ga[*where], *rv = rb[*where];
+    double err = rel_err_rows(ga, (int)n, rb, (int)n, 1, (int)n);
+    free(ga), free(rb);
+    return err;
+}
+
+/* Checks every tensor of g against ref (named ref_name) for one case; keeps
+ * the worst errors. Failures name the case, the tensor and its worst element. */
+static void compare(const char *case_name, const char *ref_name, const problem *pb, const result *g, const result *ref,
+                    double worst[T_COUNT]) {
+    for (int i = 0; i < T_COUNT; i++) {
+        long at;
+        double gv, rv, bound = i == T_Y ? FWD_BOUND : GRAD_BOUND;
+        double err = tensor_err(pb, i, g, ref, &at, &gv, &rv);
+        long rows;
+        int cols;
+        tensor_shape(pb, i, &rows, &cols);
+        CHECK(err <= bound, "%s: %s vs %s rel err %.3e > %.0e (worst element row %ld col %ld: gpu %.7g ref %.7g)",
+              case_name, tensor_names[i], ref_name, err, bound, at / cols, at % cols, gv, rv);
+        if (!(err <= worst[i])) worst[i] = err;
+    }
+}
+
+static int same_result(const problem *pb, const result *a, const result *b) {
+    for (int i = 0; i < T_COUNT; i++) {
+        long rows;
+        int cols;
+        tensor_shape(pb, i, &rows, &cols);
+        if (memcmp(*tensor_ptr((result *)a, i), *tensor_ptr((result *)b, i), sizeof(float) * (size_t)(rows * cols)))
+            return 0;
+    }
+    return 1;
+}
+
+typedef struct {
+    double vs_float[T_COUNT], vs_double[T_COUNT];
+} worst_errs;
+
+/* One (problem, Q): GPU contiguous, GPU padded twice; against the CPU float
+ * chunked op and the given float64 oracle result. */
+static void run_case(const problem *pb, int Q, const result *oracle, worst_errs *w) {
+    char name[160];
+    snprintf(name, sizeof name, "Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d", pb->Bsz, pb->K, pb->H, pb->P, pb->G, pb->N, Q);
+    result cpu = make_result(pb), g0 = make_result(pb), g1 = make_result(pb), g2 = make_result(pb);
+    cpu_float_chunked(pb, Q, &cpu);
+    int pad0 = 0, pad1 = 0, pad2 = 0;
+    int ok = gpu_run(pb, Q, 0, &g0, &pad0) == ST_OK && gpu_run(pb, Q, 1, &g1, &pad1) == ST_OK &&
+             gpu_run(pb, Q, 1, &g2, &pad2) == ST_OK;
+    CHECK(ok, "%s: a GPU call failed (message above)", name);
+    if (ok) {
+        compare(name, "CPU float chunked", pb, &g1, &cpu, w->vs_float);
+        compare(name, "CPU float64 sequential", pb, &g1, oracle, w->vs_double);
+        CHECK(pad0 && pad1 && pad2, "%s: the GPU wrote into output padding", name);
+        CHECK(same_result(pb, &g0, &g1), "%s: padded xBC strides give other bits than contiguous rows", name);
+        CHECK(same_result(pb, &g1, &g2), "%s: two GPU runs differ (not deterministic)", name);
+    }
+    free_result(&cpu), free_result(&g0), free_result(&g1), free_result(&g2);
+}
+
+static void print_worst(const char *what, const double *w, const char *ref_name) {
+    for (int i = 0; i < T_COUNT; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s %s vs %s", what, tensor_names[i], ref_name);
+        CHECK_PARITY(name, w[i], i == T_Y ? FWD_BOUND : GRAD_BOUND);
+    }
+}
+
+/* Q in {8, 16, 32, 64} x K in {32, 50, 64, 7} for one head/group shape. */
+static void test_grid(int H, int P, int G, int N, uint64_t seed) {
+    static const int Qs[] = {8, 16, 32, 64}, Ks[] = {32, 50, 64, 7};
+    worst_errs w = {{0}, {0}};
+    for (int ki = 0; ki < 4; ki++) {
+        problem pb = make_problem(2, Ks[ki], H, P, G, N, seed + (uint64_t)ki);
+        result oracle = make_result(&pb);
+        cpu_double_sequential(&pb, &oracle);
+        for (int qi = 0; qi < 4; qi++)
+            run_case(&pb, Qs[qi], &oracle, &w);
+        free_result(&oracle);
+        free_problem(&pb);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "H=%d P=%d G=%d N=%d grid", H, P, G, N);
+    printf("%s (Q in {8,16,32,64} x K in {32,50,64,7}, worst over the grid):\n", what);
+    print_worst("grid", w.vs_float, "CPU f32");
+    print_worst("grid", w.vs_double, "CPU f64 seq");
+}
+
+/* One larger problem: many blocks (and the default model's shape). */
+static void test_one(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, uint64_t seed) {
+    worst_errs w = {{0}, {0}};
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result oracle = make_result(&pb);
+    cpu_double_sequential(&pb, &oracle);
+    run_case(&pb, Q, &oracle, &w);
+    printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d):\n", label, Bsz, K, H, P, G, N, Q);
+    print_worst(label, w.vs_float, "CPU f32");
+    print_worst(label, w.vs_double, "CPU f64 seq");
+    free_result(&oracle);
+    free_problem(&pb);
+}
+
+static int all_finite(const float *v, long n) {
+    for (long i = 0; i < n; i++)
+        if (!isfinite(v[i])) return 0;
+    return 1;
+}
+
+/* dt = 0.5, A = -16: a = -8 per step, exp(-512) over a chunk of 64 and
+ * exp(-2048) over the window, which overflows at once if any exponent is a
+ * difference of cumulative sums taken the wrong way round. */
+static void test_long_window(int Q) {
+    problem pb = make_problem(2, 256, 4, 8, 1, 8, 2024 + (uint64_t)Q);
+    long R = rows_of(&pb);
+    for (long i = 0; i < R * pb.H; i++)
+        pb.dt[i] = 0.5f;
+    for (int h = 0; h < pb.H; h++)
+        pb.A[h] = -16.0f;
+    result oracle = make_result(&pb), g = make_result(&pb);
+    cpu_double_sequential(&pb, &oracle);
+    int pad = 0, ok = gpu_run(&pb, Q, 1, &g, &pad) == ST_OK;
+    CHECK(ok, "long window Q=%d: a GPU call failed (message above)", Q);
+    if (ok) {
+        int finite = 1;
+        for (int i = 0; i < T_COUNT; i++) {
+            long rows;
+            int cols;
+            tensor_shape(&pb, i, &rows, &cols);
+            int f = all_finite(*tensor_ptr(&g, i), rows * cols);
+            CHECK(f, "long window K=256 Q=%d dt=0.5 A=-16: non-finite values in %s", Q, tensor_names[i]);
+            finite &= f;
+        }
+        worst_errs w = {{0}, {0}};
+        char name[64];
+        snprintf(name, sizeof name, "long window K=256 Q=%d", Q);
+        compare(name, "CPU float64 sequential", &pb, &g, &oracle, w.vs_double);
+        double worst = 0;
+        for (int i = 0; i < T_COUNT; i++)
+            worst = fmax(worst, w.vs_double[i]);
+        printf("long window K=256 Q=%d dt=0.5 A=-16: %s, worst rel err vs f64 sequential %.2e\n", Q,
+               finite ? "finite" : "NOT FINITE", worst);
+    }
+    free_result(&oracle), free_result(&g), free_problem(&pb);
+}
+
+/* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
+static void test_bad_sizes(void) {
+    int rc = st_cuda_ssd_forward_chunked(1, 4, 3, 2, 2, 2, 4, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
+                                         NULL, NULL);
+    CHECK(rc == ST_ERR_INPUT, "H=3 G=2 (G does not divide H) gave status %d, not ST_ERR_INPUT", rc);
+    st_clear_error();
+}
+
+static void run_all(void) {
+    test_grid(4, 16, 1, 16, 1000); /* tiny: d_inner 64, headdim 16, N 16 */
+    test_grid(8, 24, 2, 10, 2000); /* odd: d_inner 192, headdim 24, N 10, two groups */
+    test_grid(4, 16, 2, 16, 3000);
+    test_one("batch of 64 windows", 64, 32, 4, 16, 1, 16, 16, 4000);
+    test_one("default shape", 8, 64, 8, 32, 1, 64, 32, 5000);
+    test_long_window(64);
+    test_long_window(32);
+    test_bad_sizes();
+}
+#endif
+
+int main(void) {
+    CUDA_TEST_BEGIN();
+#ifdef ST_HAVE_CUDA
+    run_all();
+#endif
+    TEST_MAIN_END();
+}

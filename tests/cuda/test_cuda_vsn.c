@@ -1,0 +1,398 @@
+/* test_cuda_vsn.c: the GPU Variable Selection Network (cuda/vsn_cuda.h)
+ * against the CPU float op (model/vsn.h). Skips (exit 77) without a device.
+ *
+ * Per case (fresh Philox inputs and weights, the weights scaled as in
+ * tests/model/vsn_ref.h), forward then backward_ex with dv and dalpha:
+ *   - v and alpha vs the CPU float op: rel err <= 1e-5;
+ *   - ds, dc and all 21 parameter gradients: <= 1e-4. Parameter gradients
+ *     are added to: they start from the same random values on both sides
+ *     and the increments are compared (an overwrite instead of += fails).
+ * Both sides round to float at the same places and differ in summation
+ * order and precision (the GPU sums in double): honest differences are
+ * ~1e-7..1e-6 (printed), a wrong term is O(1e-2) or more.
+ * The named regression of DESIGN section 1: the GPU runs on
+ *   (a) contiguous copies s [rows, F], c [rows, C];
+ *   (b) s = window, c = window + F, both with the window's stride F+C;
+ *   (c) the same with a wider stride whose gap holds NaN, and every output
+ *       strided too (v, alpha, ds/dc in one gradient-window row), output
+ *       padding poisoned and checked untouched;
+ * and (a), (b), (c) must agree bit for bit (a kernel reading with stride F
+ * would read the neighbouring context as snapshot values, or NaN). (c) runs
+ * twice: bit-identical (no atomics). A last run per case uses the plain
+ * st_cuda_vsn_backward with alpha = NULL, ds = NULL and dc accumulated.
+ * Sizes: tiny (F=40, C=16, Dv=8), odd (F=37, C=11, Dv=5, K=50), a batch of
+ * 64 windows, the default Dv=32, and F < Dv (Hs = F). */
+#include "model/vsn.h"
+
+#include <stdint.h>
+
+#include "check/gradcheck.h"
+#include "core/error.h"
+#include "cuda_test.h"
+#include "model/vsn_ref.h"
+
+#ifdef ST_HAVE_CUDA
+#include "cuda/vsn_cuda.h"
+
+#define FWD_BOUND 1e-5
+#define GRAD_BOUND 1e-4
+
+static st_vsn_weights bind_w(const vsn_layout *L, const float *p) {
+    st_vsn_weights w;
+    int i = 0;
+#define BIND(f) w.f = p + L->off[i++];
+    VSN_FIELDS(BIND)
+#undef BIND
+    return w;
+}
+
+static st_vsn_grads bind_g(const vsn_layout *L, float *g) {
+    st_vsn_grads w;
+    int i = 0;
+#define BIND(f) w.f = g + L->off[i++];
+    VSN_FIELDS(BIND)
+#undef BIND
+    return w;
+}
+
+static float *alloc_f(long n) { return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
+
+static float *nan_buffer(long n) {
+    float *p = alloc_f(n);
+    for (long i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+static void put_rows(float *dst, int stride, const float *src, int rows, int width) {
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * stride, src + (size_t)r * width, sizeof(float) * (size_t)width);
+}
+
+static void get_rows(float *dst, const float *src, int stride, int rows, int width) {
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * width, src + (size_t)r * stride, sizeof(float) * (size_t)width);
+}
+
+/* 1 when columns [from, stride) of every row still hold the poison bits. */
+static int padding_untouched(const float *buf, int rows, int from, int stride) {
+    for (int r = 0; r < rows; r++)
+        for (int i = from; i < stride; i++) {
+            uint32_t bits;
+            memcpy(&bits, buf + (size_t)r * stride + i, sizeof bits);
+            if (bits != 0xFFFFFFFFu) return 0;
+        }
+    return 1;
+}
+
+/* One case: sizes, contiguous host inputs, weights, starting gradients. */
+typedef struct {
+    const char *label;
+    int rows, F, C, Dv;
+    vsn_layout L;
+    float *s, *c, *dv, *dalpha, *p, *g0, *dc0;
+} vcase;
+
+static vcase make_case(const char *label, int windows, int K, int F, int C, int Dv, uint64_t seed) {
+    vcase k;
+    k.label = label, k.rows = windows * K, k.F = F, k.C = C, k.Dv = Dv;
+    k.L = vsn_layout_make(F, C, Dv);
+    long R = k.rows;
+    k.s = alloc_f(R * F), k.c = alloc_f(R * C), k.dv = alloc_f(R * Dv), k.dalpha = alloc_f(R * F);
+    k.p = alloc_f((long)k.L.total), k.g0 = alloc_f((long)k.L.total), k.dc0 = alloc_f(R * C);
+    st_gc_randnf(k.s, R * F, 1.0f, seed, 1);
+    st_gc_randnf(k.c, R * C, 1.0f, seed, 2);
+    st_gc_randnf(k.dv, R * Dv, 1.0f, seed, 3);
+    st_gc_randnf(k.dalpha, R * F, 1.0f, seed, 4);
+    st_gc_randnf(k.g0, (long)k.L.total, 1.0f, seed, 5);
+    st_gc_randnf(k.dc0, R * C, 1.0f, seed, 6);
+    double *pd = malloc(sizeof(double) * k.L.total);
+    vsn_fill_params(&k.L, pd, seed);
+    for (size_t i = 0; i < k.L.total; i++)
+        k.p[i] = (float)pd[i];
+    free(pd);
+    return k;
+}
+
+static void free_case(vcase *k) {
+    free(k->s), free(k->c), free(k->dv), free(k->dalpha), free(k->p), free(k->g0), free(k->dc0);
+}
+
+/* Results of one run, contiguous: v, alpha, ds, dc, the flat gradients. */
+typedef struct {
+    float *v, *alpha, *ds, *dc, *g;
+} vout;
+
+static vout make_out(const vcase *k) {
+    vout o;
+    long R = k->rows;
+    o.v = alloc_f(R * k->Dv), o.alpha = alloc_f(R * k->F), o.ds = alloc_f(R * k->F), o.dc = alloc_f(R * k->C);
+    o.g = alloc_f((long)k->L.total);
+    memcpy(o.g, k->g0, sizeof(float) * k->L.total);
+    return o;
+}
+
+static void free_out(vout *o) { free(o->v), free(o->alpha), free(o->ds), free(o->dc), free(o->g); }
+
+/* The CPU float op on contiguous buffers. plain: st_vsn_backward with
+ * alpha = NULL, ds = NULL and dc accumulated onto dc0; else backward_ex. */
+static void cpu_run(const vcase *k, int plain, vout *o) {
+    int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
+    float *saved = alloc_f((long)st_vsn_saved_count(R, F, C, Dv)),
+          *work = alloc_f((long)st_vsn_work_count(R, F, C, Dv));
+    st_vsn_weights w = bind_w(&k->L, k->p);
+    st_vsn_grads g = bind_g(&k->L, o->g);
+    if (plain) {
+        memcpy(o->dc, k->dc0, sizeof(float) * (size_t)R * C);
+        st_vsn_forward(R, F, C, Dv, k->s, F, k->c, C, &w, o->v, Dv, NULL, 0, saved, work);
+        st_vsn_backward(R, F, C, Dv, k->s, F, k->c, C, &w, saved, k->dv, Dv, NULL, 0, o->dc, C, 1, &g, work);
+    } else {
+        st_vsn_forward(R, F, C, Dv, k->s, F, k->c, C, &w, o->v, Dv, o->alpha, F, saved, work);
+        st_vsn_backward_ex(R, F, C, Dv, k->s, F, k->c, C, &w, saved, k->dv, Dv, k->dalpha, F, o->ds, F, o->dc, C, 0, &g,
+                           work);
+    }
+    free(saved), free(work);
+}
+
+/* Row strides of a GPU run. layout 0: contiguous copies; 1: s, c inside one
+ * window row of F+C (and ds, dc inside one gradient row of F+C); 2: the
+ * same rows wider, gaps NaN, and v, alpha, dv, dalpha wider too. */
+typedef struct {
+    int win_s, dwin_s, v_s, alpha_s, dv_s, dalpha_s;
+} vstrides;
+
+static vstrides vstrides_of(const vcase *k, int layout) {
+    int F = k->F, C = k->C, Dv = k->Dv;
+    vstrides s = {F + C, F + C, Dv, F, Dv, F};
+    if (layout == 2) s = (vstrides){F + C + 5, F + C + 3, Dv + 3, F + 2, Dv + 4, F + 3};
+    return s;
+}
+
+/* Device buffers of a GPU run (freed together). */
+typedef struct {
+    float *s, *c, *win, *dv, *dalpha, *p, *g, *v, *alpha, *ds, *dc, *dwin, *saved, *work;
+} vdev;
+
+static void vdev_free(vdev *d) {
+    float *all[] = {d->s, d->c,     d->win, d->dv, d->dalpha, d->p,     d->g,
+                    d->v, d->alpha, d->ds,  d->dc, d->dwin,   d->saved, d->work};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]) dev_free(all[i]);
+}
+
+/* Inputs on the device as `layout` says; s and c point into them. */
+static void upload_inputs(const vcase *k, int layout, const vstrides *st, vdev *d, const float **s, int *s_stride,
+                          const float **c, int *c_stride) {
+    int R = k->rows, F = k->F, C = k->C;
+    if (layout == 0) {
+        d->s = dev_upload(k->s, (size_t)R * F), d->c = dev_upload(k->c, (size_t)R * C);
+        *s = d->s, *s_stride = F, *c = d->c, *c_stride = C;
+    } else {
+        float *h = nan_buffer((long)R * st->win_s);
+        put_rows(h, st->win_s, k->s, R, F);
+        put_rows(h + F, st->win_s, k->c, R, C);
+        d->win = dev_upload(h, (size_t)R * st->win_s);
+        free(h);
+        *s = d->win, *s_stride = st->win_s, *c = d->win + F, *c_stride = st->win_s;
+    }
+    float *hdv = nan_buffer((long)R * st->dv_s), *hda = nan_buffer((long)R * st->dalpha_s);
+    put_rows(hdv, st->dv_s, k->dv, R, k->Dv);
+    put_rows(hda, st->dalpha_s, k->dalpha, R, F);
+    d->dv = dev_upload(hdv, (size_t)R * st->dv_s), d->dalpha = dev_upload(hda, (size_t)R * st->dalpha_s);
+    free(hdv), free(hda);
+}
+
+/* Downloads the outputs into o (contiguous); *pad_ok: output padding kept. */
+static void download_outputs(const vcase *k, int layout, int plain, const vstrides *st, const vdev *d, vout *o,
+                             int *pad_ok) {
+    int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
+    float *hv = alloc_f((long)R * st->v_s);
+    dev_download(hv, d->v, (size_t)R * st->v_s);
+    get_rows(o->v, hv, st->v_s, R, Dv);
+    *pad_ok = padding_untouched(hv, R, Dv, st->v_s);
+    free(hv);
+    dev_download(o->g, d->g, k->L.total);
+    if (plain) {
+        dev_download(o->dc, d->dc, (size_t)R * C);
+        return;
+    }
+    float *ha = alloc_f((long)R * st->alpha_s);
+    dev_download(ha, d->alpha, (size_t)R * st->alpha_s);
+    get_rows(o->alpha, ha, st->alpha_s, R, F);
+    *pad_ok &= padding_untouched(ha, R, F, st->alpha_s);
+    free(ha);
+    if (layout == 0) {
+        dev_download(o->ds, d->ds, (size_t)R * F), dev_download(o->dc, d->dc, (size_t)R * C);
+        return;
+    }
+    float *hw = alloc_f((long)R * st->dwin_s);
+    dev_download(hw, d->dwin, (size_t)R * st->dwin_s);
+    get_rows(o->ds, hw, st->dwin_s, R, F);
+    get_rows(o->dc, hw + F, st->dwin_s, R, C);
+    *pad_ok &= padding_untouched(hw, R, F + C, st->dwin_s);
+    free(hw);
+}
+
+/* Forward + backward on the device. plain as in cpu_run (layout 0 only).
+ * Returns 0 on success. */
+static int gpu_run(const vcase *k, int layout, int plain, vout *o, int *pad_ok) {
+    int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
+    vstrides st = vstrides_of(k, layout);
+    vdev d;
+    memset(&d, 0, sizeof d);
+    const float *s, *c;
+    int s_stride, c_stride;
+    upload_inputs(k, layout, &st, &d, &s, &s_stride, &c, &c_stride);
+    d.p = dev_upload(k->p, k->L.total), d.g = dev_upload(k->g0, k->L.total);
+    d.v = dev_poisoned((size_t)R * st.v_s), d.alpha = dev_poisoned((size_t)R * st.alpha_s);
+    d.saved = dev_poisoned(st_cuda_vsn_saved_count(R, F, C, Dv));
+    d.work = dev_poisoned(st_cuda_vsn_work_count(R, F, C, Dv));
+    float *ds, *dc;
+    int ds_stride, dc_stride;
+    if (layout == 0 || plain) {
+        d.ds = dev_poisoned((size_t)R * F);
+        d.dc = plain ? dev_upload(k->dc0, (size_t)R * C) : dev_poisoned((size_t)R * C);
+        ds = d.ds, dc = d.dc, ds_stride = F, dc_stride = C;
+    } else {
+        d.dwin = dev_poisoned((size_t)R * st.dwin_s);
+        ds = d.dwin, dc = d.dwin + F, ds_stride = dc_stride = st.dwin_s;
+    }
+    st_vsn_weights w = bind_w(&k->L, d.p);
+    st_vsn_grads g = bind_g(&k->L, d.g);
+    int rc = d.v && d.alpha && d.saved && d.work && d.p && d.g ? ST_OK : ST_ERR_DEVICE;
+    if (rc == ST_OK)
+        rc = st_cuda_vsn_forward(R, F, C, Dv, s, s_stride, c, c_stride, &w, d.v, st.v_s, plain ? NULL : d.alpha,
+                                 st.alpha_s, d.saved, d.work, NULL);
+    /* Poison the work again: the backward must not rely on the forward's. */
+    if (rc == ST_OK) cudaMemset(d.work, 0xFF, sizeof(float) * st_cuda_vsn_work_count(R, F, C, Dv));
+    if (rc == ST_OK && plain)
+        rc = st_cuda_vsn_backward(R, F, C, Dv, s, s_stride, c, c_stride, &w, d.saved, d.dv, st.dv_s, NULL, 0, dc,
+                                  dc_stride, 1, &g, d.work, NULL);
+    else if (rc == ST_OK)
+        rc = st_cuda_vsn_backward_ex(R, F, C, Dv, s, s_stride, c, c_stride, &w, d.saved, d.dv, st.dv_s, d.dalpha,
+                                     st.dalpha_s, ds, ds_stride, dc, dc_stride, 0, &g, d.work, NULL);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (rc != ST_OK) fprintf(stderr, "GPU VSN call failed: %s\n", st_last_error());
+    if (e != cudaSuccess) fprintf(stderr, "GPU VSN kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
+    if (rc == ST_OK) download_outputs(k, layout, plain, &st, &d, o, pad_ok);
+    vdev_free(&d);
+    return rc;
+}
+
+/* ---- comparisons ----------------------------------------------------------- */
+
+/* rel err of n values (increments over base when base is given); on
+ * failure the message names the worst element. */
+static double check_tensor(const char *case_label, const char *what, const float *gpu, const float *ref,
+                           const float *base, long n, int cols, double bound, int print) {
+    float *a = alloc_f(n), *b = alloc_f(n);
+    long at = 0;
+    double worst = -1;
+    for (long i = 0; i < n; i++) {
+        a[i] = base ? gpu[i] - base[i] : gpu[i];
+        b[i] = base ? ref[i] - base[i] : ref[i];
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= worst)) worst = d, at = i;
+    }
+    double err = rel_err_rows(a, (int)n, b, (int)n, 1, (int)n);
+    if (print) {
+        char name[128];
+        snprintf(name, sizeof name, "%s %s", case_label, what);
+        printf("  %-52s rel err %.3e (bound %.0e)\n", name, err, bound);
+    }
+    CHECK(err <= bound, "%s: %s GPU vs CPU rel err %.3e > %.0e (worst element row %ld col %ld: gpu %.7g cpu %.7g)",
+          case_label, what, err, bound, at / cols, at % cols, (double)a[at], (double)b[at]);
+    free(a), free(b);
+    return err;
+}
+
+/* v, alpha, ds, dc and the 21 parameter gradients; grads printed as the
+ * worst of them (each one checked). */
+static void compare(const vcase *k, const char *label, int plain, const vout *gpu, const vout *cpu) {
+    long R = k->rows;
+    check_tensor(label, "v", gpu->v, cpu->v, NULL, R * k->Dv, k->Dv, FWD_BOUND, 1);
+    if (!plain) {
+        check_tensor(label, "alpha", gpu->alpha, cpu->alpha, NULL, R * k->F, k->F, FWD_BOUND, 1);
+        check_tensor(label, "ds", gpu->ds, cpu->ds, NULL, R * k->F, k->F, GRAD_BOUND, 1);
+    }
+    check_tensor(label, plain ? "dc (accumulated)" : "dc", gpu->dc, cpu->dc, plain ? k->dc0 : NULL, R * k->C, k->C,
+                 GRAD_BOUND, 1);
+    double worst = 0;
+    int worst_i = 0;
+    for (int i = 0; i < VSN_NT; i++) {
+        const vsn_tensor *t = &k->L.t[i];
+        size_t o = k->L.off[i];
+        double e = check_tensor(label, t->name, gpu->g + o, cpu->g + o, k->g0 + o, (long)t->rows * t->cols, t->cols,
+                                GRAD_BOUND, 0);
+        if (!(e <= worst)) worst = e, worst_i = i;
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%s params (worst: %s)", label, k->L.t[worst_i].name);
+    printf("  %-52s rel err %.3e (bound %.0e)\n", name, worst, GRAD_BOUND);
+}
+
+static int same_out(const vcase *k, int plain, const vout *a, const vout *b) {
+    size_t R = (size_t)k->rows;
+    int same = !memcmp(a->v, b->v, sizeof(float) * R * k->Dv) && !memcmp(a->dc, b->dc, sizeof(float) * R * k->C) &&
+               !memcmp(a->g, b->g, sizeof(float) * k->L.total);
+    if (!plain)
+        same &=
+            !memcmp(a->alpha, b->alpha, sizeof(float) * R * k->F) && !memcmp(a->ds, b->ds, sizeof(float) * R * k->F);
+    return same;
+}
+
+static void test_case(const char *label, int windows, int K, int F, int C, int Dv, uint64_t seed) {
+    vcase k = make_case(label, windows, K, F, C, Dv, seed);
+    printf("%s: rows=%d (%d windows x K=%d) F=%d C=%d Dv=%d\n", label, k.rows, windows, K, F, C, Dv);
+    vout cpu = make_out(&k), g0 = make_out(&k), g1 = make_out(&k), g2 = make_out(&k), g3 = make_out(&k);
+    cpu_run(&k, 0, &cpu);
+    int pad0 = 0, pad1 = 0, pad2 = 0, pad3 = 0;
+    int ok0 = gpu_run(&k, 0, 0, &g0, &pad0) == ST_OK, ok1 = gpu_run(&k, 1, 0, &g1, &pad1) == ST_OK;
+    int ok2 = gpu_run(&k, 2, 0, &g2, &pad2) == ST_OK, ok3 = gpu_run(&k, 2, 0, &g3, &pad3) == ST_OK;
+    CHECK(ok0 && ok1 && ok2 && ok3, "%s: a GPU call failed (message above)", label);
+    char name[96];
+    if (ok0 && ok1 && ok2 && ok3) {
+        snprintf(name, sizeof name, "%s, window stride F+C", label);
+        compare(&k, name, 0, &g1, &cpu);
+        CHECK(same_out(&k, 0, &g0, &g1),
+              "%s: s = window, c = window + F (stride %d) differs from contiguous copies: a stride is ignored", label,
+              F + C);
+        CHECK(same_out(&k, 0, &g0, &g2), "%s: padded window (stride %d, NaN gap) differs from contiguous copies", label,
+              F + C + 5);
+        CHECK(pad0 && pad1 && pad2 && pad3, "%s: the GPU wrote into output padding", label);
+        CHECK(same_out(&k, 0, &g2, &g3), "%s: two GPU runs differ (not deterministic)", label);
+    }
+    vout cpu_p = make_out(&k), gp = make_out(&k);
+    cpu_run(&k, 1, &cpu_p);
+    int padp = 0, okp = gpu_run(&k, 0, 1, &gp, &padp) == ST_OK;
+    CHECK(okp, "%s: the plain backward failed on the GPU (message above)", label);
+    snprintf(name, sizeof name, "%s, plain, alpha=ds=NULL, dc +=", label);
+    if (okp) compare(&k, name, 1, &gp, &cpu_p);
+    free_out(&cpu), free_out(&g0), free_out(&g1), free_out(&g2), free_out(&g3), free_out(&cpu_p), free_out(&gp);
+    free_case(&k);
+}
+
+/* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
+static void test_bad_sizes(void) {
+    int rc = st_cuda_vsn_forward(4, 0, 3, 8, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
+    CHECK(rc == ST_ERR_INPUT, "F=0 gave status %d, not ST_ERR_INPUT", rc);
+    st_clear_error();
+}
+
+static void run_all(void) {
+    test_case("tiny", 2, 32, 40, 16, 8, 0xC0DA01);
+    test_case("odd", 2, 50, 37, 11, 5, 0xC0DA02);
+    test_case("batch of 64 windows", 64, 32, 40, 16, 8, 0xC0DA03);
+    test_case("default Dv=32", 4, 64, 40, 16, 32, 0xC0DA04);
+    test_case("F < Dv (Hs = F)", 2, 20, 6, 3, 8, 0xC0DA05);
+    test_bad_sizes();
+}
+#endif
+
+int main(void) {
+    CUDA_TEST_BEGIN();
+#ifdef ST_HAVE_CUDA
+    run_all();
+#endif
+    TEST_MAIN_END();
+}

@@ -15,9 +15,9 @@
 #define ST_TRAIN_PARAMS(X)                                                                                      \
     X(INT, updates, "updates", 60, "PPO updates in all (the schedule's horizon)")                              \
     X(INT, stop_after, "stop-after", 0, "stop after this many updates of this invocation (0: run to the end)") \
-    X(INT, epochs, "epochs", 4, "PPO epochs per update (E)")                                                   \
+    X(INT, epochs, "epochs", 2, "PPO epochs per update (E)")                                                   \
     X(INT, minibatches, "minibatches", 4, "minibatches per epoch (M); T*B must divide by M")                   \
-    X(DBL, lr, "lr", 1e-3, "peak learning rate")                                                               \
+    X(DBL, lr, "lr", 5e-4, "peak learning rate")                                                               \
     X(DBL, lr_min_frac, "lr-min-frac", 0.1, "final learning rate as a fraction of the peak")                   \
     X(INT, warmup, "warmup", 3, "linear warm-up updates")                                                      \
     X(STR, schedule, "schedule", "cosine", "decay after warm-up: cosine, linear or constant")                  \
@@ -26,12 +26,12 @@
     X(DBL, adam_eps, "adam-eps", 1e-8, "AdamW epsilon")                                                        \
     X(DBL, weight_decay, "weight-decay", 0.01, "decoupled weight decay (matrices only)")                       \
     X(DBL, max_grad_norm, "max-grad-norm", 0.5, "global gradient-norm clip")                                   \
-    X(DBL, gamma, "gamma", 0.99, "discount")                                                                   \
-    X(DBL, gae_lambda, "gae-lambda", 0.95, "GAE lambda")                                                       \
+    X(DBL, gamma, "gamma", 0.9, "discount (the trend edge is per bar: a short horizon cuts return noise)")                                                                   \
+    X(DBL, gae_lambda, "gae-lambda", 0.9, "GAE lambda")                                                       \
     X(DBL, clip, "clip", 0.2, "PPO ratio clip")                                                                \
     X(DBL, value_clip, "value-clip", 0.2, "value clip around the rollout's value (0: off)")                    \
     X(DBL, vf_coef, "vf-coef", 0.5, "value loss weight")                                                       \
-    X(DBL, ent_coef, "ent-coef", 0.01, "entropy bonus weight")                                                 \
+    X(DBL, ent_coef, "ent-coef", 0.05, "entropy bonus weight (0.01 collapsed to always-flat or always-long)")                                                 \
     X(INT, episode_length, "episode-length", 256, "bars per training episode (H)")                             \
     X(DBL, k_stop, "k-stop", 2.0, "1R = k_stop x ATR")                                                         \
     X(DBL, slippage_bps, "slippage-bps", 1.0, "slippage per fill, bps of price")                               \

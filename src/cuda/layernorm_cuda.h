@@ -1,0 +1,25 @@
+/* layernorm_cuda.h: LayerNorm over the first n values of each row on the GPU,
+ * float32 (the CUDA twin of model/layernorm.h; DESIGN eps = 1e-5).
+ *
+ *   xhat = (x - mean) rstd,  rstd = 1/sqrt(var + eps) (biased var);  y = xhat w + b
+ *   backward: dxhat = dy w;  dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat));
+ *             dw += sum_r dy xhat;  db += sum_r dy
+ * x, y, dy, dx [rows, n] with their own row strides; w, b, dw, db [n];
+ * mean, rstd [rows]. Device pointers; stream a cudaStream_t (NULL: default).
+ * One warp per row, statistics in double as on the CPU; dw/db summed over
+ * rows in a fixed order (bit-identical from run to run). Returns ST_OK or
+ * ST_ERR_DEVICE; nothing synchronises. */
+#ifndef ST_LAYERNORM_CUDA_H
+#define ST_LAYERNORM_CUDA_H
+
+/* y = LN(x) w + b; mean[r], rstd[r] written when not NULL. */
+int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_stride, const float *w, const float *b, float eps,
+                              float *y, int y_stride, float *mean, float *rstd, void *stream);
+
+/* dx (=|+=, dx_accumulate) as above, skipped when dx is NULL; dw, db added
+ * to (either may be NULL). mean and rstd are the forward's. */
+int st_cuda_layernorm_backward(int rows, int n, const float *x, int x_stride, const float *w, const float *mean,
+                               const float *rstd, const float *dy, int dy_stride, float *dx, int dx_stride,
+                               int dx_accumulate, float *dw, float *db, void *stream);
+
+#endif

@@ -1,0 +1,131 @@
+/* layernorm.cu: LayerNorm forward and backward on the GPU (cuda/layernorm_cuda.h).
+ *
+ * xhat = (x - mean) / sqrt(var + eps), var the biased variance; y = xhat w + b.
+ * backward: dxhat = dy w; dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat));
+ *           dw += sum_r dy xhat; db += sum_r dy.
+ * Rows: one warp each, lane l owning columns l, l+32, ...; its sums reduce by
+ * an xor butterfly, whose result is the same bits in every lane and every
+ * run. Row statistics in double, as the CPU op, so both round alike. */
+#include "cuda/check.h"
+
+extern "C" {
+#include "cuda/layernorm_cuda.h"
+}
+
+enum { ST_LN_WARPS = 8, ST_COL_TILE = 32, ST_ROW_LANES = 16 };
+
+static unsigned blocks_for(long n, int per_block) { return (unsigned)((n + per_block - 1) / per_block); }
+
+/* The sum of v over the warp, identical in all lanes (a + b == b + a). */
+static __device__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
+                                         float eps, float *y, int y_stride, float *mean, float *rstd) {
+    long r = (long)blockIdx.x * ST_LN_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return; /* a whole warp leaves together: the shuffles stay full */
+    const float *xr = x + (size_t)r * x_stride;
+    float *yr = y + (size_t)r * y_stride;
+    double s = 0;
+    for (int i = lane; i < n; i += 32)
+        s += xr[i];
+    double mu = warp_sum(s) / n;
+    double v = 0;
+    for (int i = lane; i < n; i += 32)
+        v += ((double)xr[i] - mu) * ((double)xr[i] - mu);
+    double rs = 1.0 / sqrt(warp_sum(v) / n + (double)eps);
+    for (int i = lane; i < n; i += 32)
+        yr[i] = (float)(((double)xr[i] - mu) * rs) * w[i] + b[i];
+    if (lane == 0) {
+        if (mean) mean[r] = (float)mu;
+        if (rstd) rstd[r] = (float)rs;
+    }
+}
+
+extern "C" int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
+                                         float eps, float *y, int y_stride, float *mean, float *rstd, void *stream) {
+    if (rows <= 0 || n <= 0) return ST_OK;
+    ln_forward_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, (cudaStream_t)stream>>>(
+        rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, int x_stride, const float *w,
+                                             const float *mean, const float *rstd, const float *dy, int dy_stride,
+                                             float *dx, int dx_stride, int dx_accumulate) {
+    long r = (long)blockIdx.x * ST_LN_WARPS + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    const float *xr = x + (size_t)r * x_stride;
+    const float *gr = dy + (size_t)r * dy_stride;
+    float *dxr = dx + (size_t)r * dx_stride;
+    double mu = mean[r], rs = rstd[r];
+    double sg = 0, sgx = 0;
+    for (int i = lane; i < n; i += 32) {
+        double xh = ((double)xr[i] - mu) * rs;
+        double g = (double)gr[i] * w[i];
+        sg += g;
+        sgx += g * xh;
+    }
+    sg = warp_sum(sg) / n;
+    sgx = warp_sum(sgx) / n;
+    for (int i = lane; i < n; i += 32) {
+        double xh = ((double)xr[i] - mu) * rs;
+        double g = (double)gr[i] * w[i];
+        float v = (float)(rs * (g - sg - xh * sgx));
+        dxr[i] = dx_accumulate ? dxr[i] + v : v;
+    }
+}
+
+/* dw[i] += sum_r dy[r, i] xhat[r, i], db[i] += sum_r dy[r, i]: a block owns
+ * ST_COL_TILE columns, its row lanes sum every ST_ROW_LANES-th row in double
+ * and lane 0 adds the lanes in order (the order depends on rows alone). */
+static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int x_stride, const float *mean,
+                                            const float *rstd, const float *dy, int dy_stride, float *dw, float *db) {
+    __shared__ double pw[ST_ROW_LANES][ST_COL_TILE], pb[ST_ROW_LANES][ST_COL_TILE];
+    int i = blockIdx.x * ST_COL_TILE + threadIdx.x;
+    double aw = 0, ab = 0;
+    if (i < n)
+        for (long r = threadIdx.y; r < rows; r += ST_ROW_LANES) {
+            float g = dy[(size_t)r * dy_stride + i];
+            float xh = (float)(((double)x[(size_t)r * x_stride + i] - (double)mean[r]) * (double)rstd[r]);
+            aw += (double)xh * g;
+            ab += g;
+        }
+    pw[threadIdx.y][threadIdx.x] = aw;
+    pb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y != 0 || i >= n) return;
+    double tw = 0, tb = 0;
+    for (int l = 0; l < ST_ROW_LANES; l++) {
+        tw += pw[l][threadIdx.x];
+        tb += pb[l][threadIdx.x];
+    }
+    if (dw) dw[i] += (float)tw;
+    if (db) db[i] += (float)tb;
+}
+
+extern "C" int st_cuda_layernorm_backward(int rows, int n, const float *x, int x_stride, const float *w,
+                                          const float *mean, const float *rstd, const float *dy, int dy_stride,
+                                          float *dx, int dx_stride, int dx_accumulate, float *dw, float *db,
+                                          void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (rows <= 0 || n <= 0) return ST_OK;
+    if (dx) {
+        ln_backward_dx_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, s>>>(
+            rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, dx, dx_stride, dx_accumulate);
+        ST_CUDA_LAUNCHED();
+    }
+    if (dw || db) {
+        dim3 block(ST_COL_TILE, ST_ROW_LANES);
+        ln_param_grad_kernel<<<blocks_for(n, ST_COL_TILE), block, 0, s>>>(rows, n, x, x_stride, mean, rstd, dy,
+                                                                          dy_stride, dw, db);
+        ST_CUDA_LAUNCHED();
+    }
+    return ST_OK;
+}

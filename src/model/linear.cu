@@ -1,0 +1,127 @@
+/* linear.cu: linear layers on the GPU (math and shapes in cuda/linear_cuda.h).
+ *
+ * forward:  y = x W^T + b            x [rows, in], W [out, in], y [rows, out]
+ * backward: dx = dy W, dW += dy^T x, db += column sums of dy
+ * Row-major products go to column-major cuBLAS by the usual identity: a
+ * row-major matrix with row stride ld is, read column-major with leading
+ * dimension ld, its transpose; so row-major C = op(A) op(B) is column-major
+ * C^T = op(B)^T op(A)^T, i.e. cuBLAS called with the operands swapped. */
+#include "cuda/check.h"
+
+extern "C" {
+#include "cuda/linear_cuda.h"
+}
+
+/* One handle per device, made on first use (creation costs milliseconds and
+ * allocates; a handle per call would dominate small layers). Not guarded
+ * for concurrent first use from several host threads. */
+enum { ST_BLAS_MAX_DEVICES = 64 };
+static cublasHandle_t st_blas_handles[ST_BLAS_MAX_DEVICES];
+
+static int blas_handle(cudaStream_t stream, cublasHandle_t *out) {
+    int dev = 0;
+    ST_CUDA_TRY(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= ST_BLAS_MAX_DEVICES)
+        return ST_FAIL(ST_ERR_DEVICE, "cuBLAS: device %d beyond the %d handles kept", dev, ST_BLAS_MAX_DEVICES);
+    if (!st_blas_handles[dev]) {
+        cublasHandle_t h = NULL;
+        ST_CUBLAS_TRY(cublasCreate(&h));
+        /* Plain fp32: TF32 would put the products ~1e-3 away from the CPU's. */
+        cublasStatus_t s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+        if (s != CUBLAS_STATUS_SUCCESS) {
+            cublasDestroy(h);
+            ST_CUBLAS_TRY(s);
+        }
+        st_blas_handles[dev] = h;
+    }
+    ST_CUBLAS_TRY(cublasSetStream(st_blas_handles[dev], stream));
+    *out = st_blas_handles[dev];
+    return ST_OK;
+}
+
+static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* C[M, N] = beta C (a product with an empty inner dimension). */
+static __global__ void scale_rows_kernel(int M, int N, float beta, float *C, int ldc) {
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)M * N) return;
+    float *c = C + (size_t)(idx / N) * ldc + idx % N;
+    *c = beta == 0.0f ? 0.0f : beta * *c;
+}
+
+extern "C" int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C, int ldc, void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (M <= 0 || N <= 0) return ST_OK;
+    if (Kd <= 0) {
+        scale_rows_kernel<<<blocks_for((long)M * N, 256), 256, 0, s>>>(M, N, beta, C, ldc);
+        ST_CUDA_LAUNCHED();
+        return ST_OK;
+    }
+    cublasHandle_t h = NULL;
+    ST_TRY(blas_handle(s, &h));
+    /* Column-major C^T [N, M] = op(B)^T [N, Kd] . op(A)^T [Kd, M]. */
+    ST_CUBLAS_TRY(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, Kd,
+                              &alpha, B, ldb, A, lda, &beta, C, ldc));
+    return ST_OK;
+}
+
+/* y[r, :] = b (the product is then added with beta = 1, as the CPU op does). */
+static __global__ void bias_rows_kernel(int rows, int out, const float *b, float *y, int y_stride) {
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)rows * out) return;
+    int o = (int)(idx % out);
+    y[(size_t)(idx / out) * y_stride + o] = b[o];
+}
+
+extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                                      const float *b, float *y, int y_stride, void *stream) {
+    if (rows <= 0 || out <= 0) return ST_OK;
+    if (b) {
+        bias_rows_kernel<<<blocks_for((long)rows * out, 256), 256, 0, (cudaStream_t)stream>>>(rows, out, b, y,
+                                                                                              y_stride);
+        ST_CUDA_LAUNCHED();
+    }
+    return st_cuda_gemm(0, 1, rows, out, in, 1.0f, x, x_stride, W, in, b ? 1.0f : 0.0f, y, y_stride, stream);
+}
+
+/* Column sums: a block owns ST_COL_TILE columns; its ST_ROW_LANES row lanes
+ * each sum every ST_ROW_LANES-th row in double, then lane 0 adds the lanes
+ * in lane order. The order depends only on `rows`: deterministic. */
+enum { ST_COL_TILE = 32, ST_ROW_LANES = 16 };
+
+static __global__ void colsum_add_kernel(int rows, int cols, const float *x, int x_stride, float *sum) {
+    __shared__ double part[ST_ROW_LANES][ST_COL_TILE];
+    int c = blockIdx.x * ST_COL_TILE + threadIdx.x;
+    double acc = 0;
+    if (c < cols)
+        for (long r = threadIdx.y; r < rows; r += ST_ROW_LANES)
+            acc += x[(size_t)r * x_stride + c];
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= cols) return;
+    double t = 0;
+    for (int l = 0; l < ST_ROW_LANES; l++)
+        t += part[l][threadIdx.x];
+    sum[c] += (float)t;
+}
+
+extern "C" int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *sum, void *stream) {
+    if (rows <= 0 || cols <= 0) return ST_OK;
+    dim3 block(ST_COL_TILE, ST_ROW_LANES);
+    colsum_add_kernel<<<blocks_for(cols, ST_COL_TILE), block, 0, (cudaStream_t)stream>>>(rows, cols, x, x_stride, sum);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+extern "C" int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                                       const float *dy, int dy_stride, float *dx, int dx_stride, int dx_accumulate,
+                                       float *dW, float *db, void *stream) {
+    if (rows <= 0) return ST_OK;
+    if (dx)
+        ST_TRY(st_cuda_gemm(0, 0, rows, in, out, 1.0f, dy, dy_stride, W, in, dx_accumulate ? 1.0f : 0.0f, dx, dx_stride,
+                            stream));
+    if (dW) ST_TRY(st_cuda_gemm(1, 0, out, in, rows, 1.0f, dy, dy_stride, x, x_stride, 1.0f, dW, in, stream));
+    if (db) ST_TRY(st_cuda_colsum_add(rows, out, dy, dy_stride, db, stream));
+    return ST_OK;
+}

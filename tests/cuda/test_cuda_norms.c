@@ -1,0 +1,287 @@
+/* test_cuda_norms.c: the GPU LayerNorm (cuda/layernorm_cuda.h) and gated
+ * RMSNorm (cuda/rmsnorm_gated_cuda.h) against the CPU float ops, at the
+ * widths the model uses them (LN over D; RMSNorm over d_inner with z a
+ * column slice of the in_proj output row) for the tiny and odd presets and
+ * a 64-window batch:
+ *  - forward y / out and the saved mean, rstd within 1e-5 relative (both
+ *    sides sum in double; float rounding differs by an ulp or FMA);
+ *  - backward dx (written or added to), dy, dz within 1e-4, dw/db (added to
+ *    from the same random start, measured against the increment) within 1e-4;
+ *  - padded strides, poisoned gaps: no leak in, no write out;
+ *  - two GPU runs give the same bits.
+ * Skips (77) without a GPU. */
+#include <stdint.h>
+
+#include "check/gradcheck.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "model/layernorm.h"
+#include "model/rmsnorm_gated.h"
+#include "cuda/cuda_test.h"
+#ifdef ST_HAVE_CUDA
+#include "cuda/layernorm_cuda.h"
+#include "cuda/rmsnorm_gated_cuda.h"
+#endif
+
+#ifdef ST_HAVE_CUDA
+static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
+
+static float poison(void) {
+    float f;
+    memcpy(&f, &POISON_BITS, sizeof f);
+    return f;
+}
+
+/* rows x width N(0, scale^2) values at row stride `stride`, poison in the gap. */
+static float *host_rows(int rows, int width, int stride, float scale, uint64_t seed, uint32_t salt) {
+    float *p = malloc(sizeof(float) * ((size_t)rows * stride + 1));
+    float *v = malloc(sizeof(float) * ((size_t)rows * width + 1));
+    st_gc_randnf(v, (long)rows * width, scale, seed, salt);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < stride; c++)
+            p[(size_t)r * stride + c] = c < width ? v[(size_t)r * width + c] : poison();
+    free(v);
+    return p;
+}
+
+static float *host_copy(const float *src, size_t n) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    memcpy(p, src, sizeof(float) * n);
+    return p;
+}
+
+static float *host_poisoned(size_t n) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    for (size_t i = 0; i < n; i++)
+        p[i] = poison();
+    return p;
+}
+
+static float *dev_download_new(const float *d, size_t n) {
+    float *h = malloc(sizeof(float) * (n + 1));
+    dev_download(h, d, n);
+    return h;
+}
+
+/* Gap values (columns width..stride-1) whose poison bits were overwritten. */
+static long gap_written(const float *h, int rows, int width, int stride) {
+    long n = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = width; c < stride; c++) {
+            uint32_t u;
+            memcpy(&u, &h[(size_t)r * stride + c], sizeof u);
+            n += u != POISON_BITS;
+        }
+    return n;
+}
+
+/* norm(gpu - cpu) / norm(cpu - init) over a rows x cols block (row stride
+ * `stride` in all three): the error of an accumulated result relative to
+ * what was added to it. +Inf on a NaN. */
+static double rel_err_added(const float *gpu, const float *cpu, const float *init, int rows, int cols, int stride) {
+    double d = 0, s = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            size_t k = (size_t)r * stride + c;
+            if (gpu[k] != gpu[k]) return INFINITY;
+            d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
+            s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
+        }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
+
+static void parity(const char *op, const char *what, double err, double bound) {
+    char name[96];
+    snprintf(name, sizeof name, "%s %s", op, what);
+    CHECK_PARITY(name, err, bound);
+}
+
+/* ---- LayerNorm ---- */
+
+typedef struct {
+    const char *name;
+    int rows, n, dx_acc, pad;
+} ln_case;
+
+typedef struct {
+    float *y, *mean, *rstd, *dx, *dw, *db;
+} ln_out;
+
+typedef struct {
+    int xs, ys, gs, dxs;
+    float *x, *w, *b, *dy, *dx0, *dw0, *db0;
+} ln_data;
+
+static void ln_gpu(const ln_case *c, const ln_data *h, ln_out *o) {
+    size_t nx = (size_t)c->rows * h->xs, ny = (size_t)c->rows * h->ys, ndx = (size_t)c->rows * h->dxs;
+    float *x = dev_upload(h->x, nx), *w = dev_upload(h->w, c->n), *b = dev_upload(h->b, c->n);
+    float *dy = dev_upload(h->dy, (size_t)c->rows * h->gs), *y = dev_poisoned(ny);
+    float *mean = dev_poisoned(c->rows), *rstd = dev_poisoned(c->rows);
+    float *dx = c->dx_acc ? dev_upload(h->dx0, ndx) : dev_poisoned(ndx);
+    float *dw = dev_upload(h->dw0, c->n), *db = dev_upload(h->db0, c->n);
+    int rc = st_cuda_layernorm_forward(c->rows, c->n, x, h->xs, w, b, 1e-5f, y, h->ys, mean, rstd, NULL);
+    CHECK(rc == ST_OK, "%s: LN forward: %s", c->name, st_last_error());
+    rc = st_cuda_layernorm_backward(c->rows, c->n, x, h->xs, w, mean, rstd, dy, h->gs, dx, h->dxs, c->dx_acc, dw, db,
+                                    NULL);
+    CHECK(rc == ST_OK, "%s: LN backward: %s", c->name, st_last_error());
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: LN kernels failed: %s", c->name,
+          cudaGetErrorString(cudaGetLastError()));
+    o->y = dev_download_new(y, ny), o->mean = dev_download_new(mean, c->rows);
+    o->rstd = dev_download_new(rstd, c->rows), o->dx = dev_download_new(dx, ndx);
+    o->dw = dev_download_new(dw, c->n), o->db = dev_download_new(db, c->n);
+    dev_free(x), dev_free(w), dev_free(b), dev_free(dy), dev_free(y), dev_free(mean), dev_free(rstd);
+    dev_free(dx), dev_free(dw), dev_free(db);
+}
+
+static void ln_out_free(ln_out *o) { free(o->y), free(o->mean), free(o->rstd), free(o->dx), free(o->dw), free(o->db); }
+
+static void ln_case_run(const ln_case *c, uint64_t seed) {
+    int p = c->pad;
+    ln_data h = {c->n + 3 * p, c->n + 5 * p, c->n + 2 * p, c->n + 7 * p, 0, 0, 0, 0, 0, 0, 0};
+    h.x = host_rows(c->rows, c->n, h.xs, 1.0f, seed, 1);
+    for (int r = 0; r < c->rows; r++) /* row offsets: the mean must be subtracted for real */
+        for (int i = 0; i < c->n; i++)
+            h.x[(size_t)r * h.xs + i] += (float)(r % 7) - 3.0f;
+    h.w = host_rows(1, c->n, c->n, 1.0f, seed, 2), h.b = host_rows(1, c->n, c->n, 1.0f, seed, 3);
+    h.dy = host_rows(c->rows, c->n, h.gs, 1.0f, seed, 4), h.dx0 = host_rows(c->rows, c->n, h.dxs, 1.0f, seed, 5);
+    h.dw0 = host_rows(1, c->n, c->n, 1.0f, seed, 6), h.db0 = host_rows(1, c->n, c->n, 1.0f, seed, 7);
+    size_t ny = (size_t)c->rows * h.ys, ndx = (size_t)c->rows * h.dxs;
+
+    float *y = host_poisoned(ny), *mean = host_poisoned(c->rows), *rstd = host_poisoned(c->rows);
+    float *dx = c->dx_acc ? host_copy(h.dx0, ndx) : host_poisoned(ndx);
+    float *dw = host_copy(h.dw0, c->n), *db = host_copy(h.db0, c->n);
+    st_layernorm_forward(c->rows, c->n, h.x, h.xs, h.w, h.b, 1e-5f, y, h.ys, mean, rstd);
+    st_layernorm_backward(c->rows, c->n, h.x, h.xs, h.w, mean, rstd, h.dy, h.gs, dx, h.dxs, c->dx_acc, dw, db);
+
+    ln_out g[2];
+    ln_gpu(c, &h, &g[0]);
+    ln_gpu(c, &h, &g[1]);
+    printf("LayerNorm %s: rows %d n %d dx_acc %d strides x %d y %d dy %d dx %d\n", c->name, c->rows, c->n, c->dx_acc,
+           h.xs, h.ys, h.gs, h.dxs);
+    parity(c->name, "LN y", rel_err_rows(g[0].y, h.ys, y, h.ys, c->rows, c->n), 1e-5);
+    parity(c->name, "LN mean", rel_err(g[0].mean, mean, c->rows), 1e-5);
+    parity(c->name, "LN rstd", rel_err(g[0].rstd, rstd, c->rows), 1e-5);
+    double edx = c->dx_acc ? rel_err_added(g[0].dx, dx, h.dx0, c->rows, c->n, h.dxs)
+                           : rel_err_rows(g[0].dx, h.dxs, dx, h.dxs, c->rows, c->n);
+    parity(c->name, c->dx_acc ? "LN dx (+=)" : "LN dx", edx, 1e-4);
+    parity(c->name, "LN dw (+=)", rel_err_added(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
+    parity(c->name, "LN db (+=)", rel_err_added(g[0].db, db, h.db0, 1, c->n, c->n), 1e-4);
+    long gy = gap_written(g[0].y, c->rows, c->n, h.ys), gdx = gap_written(g[0].dx, c->rows, c->n, h.dxs);
+    CHECK(gy == 0 && gdx == 0, "LN %s: %ld gap values of y and %ld of dx were written", c->name, gy, gdx);
+    int same = same_bits(g[0].y, g[1].y, ny) && same_bits(g[0].mean, g[1].mean, c->rows) &&
+               same_bits(g[0].rstd, g[1].rstd, c->rows) && same_bits(g[0].dx, g[1].dx, ndx) &&
+               same_bits(g[0].dw, g[1].dw, c->n) && same_bits(g[0].db, g[1].db, c->n);
+    CHECK(same, "LN %s: two GPU runs differ (y %d dx %d dw %d db %d same)", c->name, same_bits(g[0].y, g[1].y, ny),
+          same_bits(g[0].dx, g[1].dx, ndx), same_bits(g[0].dw, g[1].dw, c->n), same_bits(g[0].db, g[1].db, c->n));
+    ln_out_free(&g[0]), ln_out_free(&g[1]);
+    free(y), free(mean), free(rstd), free(dx), free(dw), free(db);
+    free(h.x), free(h.w), free(h.b), free(h.dy), free(h.dx0), free(h.dw0), free(h.db0);
+}
+
+/* ---- gated RMSNorm ---- */
+
+/* z and the output gradient dz live in rows of zw values (the in_proj
+ * output), z at column 0 of them, as in the Mamba2 mixer. */
+typedef struct {
+    const char *name;
+    int rows, n, zw, pad;
+} rms_case;
+
+typedef struct {
+    float *out, *rstd, *dy, *dz, *dw;
+} rms_out;
+
+typedef struct {
+    int ys, zs, os, gs, dys, dzs;
+    float *y, *z, *w, *dout, *dw0;
+} rms_data;
+
+static void rms_gpu(const rms_case *c, const rms_data *h, rms_out *o) {
+    size_t no = (size_t)c->rows * h->os, ndy = (size_t)c->rows * h->dys, ndz = (size_t)c->rows * h->dzs;
+    float *y = dev_upload(h->y, (size_t)c->rows * h->ys), *z = dev_upload(h->z, (size_t)c->rows * h->zs);
+    float *w = dev_upload(h->w, c->n), *dout = dev_upload(h->dout, (size_t)c->rows * h->gs);
+    float *out = dev_poisoned(no), *rstd = dev_poisoned(c->rows), *dy = dev_poisoned(ndy), *dz = dev_poisoned(ndz);
+    float *dw = dev_upload(h->dw0, c->n);
+    int rc = st_cuda_rmsnorm_gated_forward(c->rows, c->n, y, h->ys, z, h->zs, w, 1e-5f, out, h->os, rstd, NULL);
+    CHECK(rc == ST_OK, "%s: RMSNorm forward: %s", c->name, st_last_error());
+    rc = st_cuda_rmsnorm_gated_backward(c->rows, c->n, y, h->ys, z, h->zs, w, rstd, dout, h->gs, dy, h->dys, dz, h->dzs,
+                                        dw, NULL);
+    CHECK(rc == ST_OK, "%s: RMSNorm backward: %s", c->name, st_last_error());
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: RMSNorm kernels failed: %s", c->name,
+          cudaGetErrorString(cudaGetLastError()));
+    o->out = dev_download_new(out, no), o->rstd = dev_download_new(rstd, c->rows);
+    o->dy = dev_download_new(dy, ndy), o->dz = dev_download_new(dz, ndz), o->dw = dev_download_new(dw, c->n);
+    dev_free(y), dev_free(z), dev_free(w), dev_free(dout), dev_free(out), dev_free(rstd), dev_free(dy);
+    dev_free(dz), dev_free(dw);
+}
+
+static void rms_out_free(rms_out *o) { free(o->out), free(o->rstd), free(o->dy), free(o->dz), free(o->dw); }
+
+static void rms_case_run(const rms_case *c, uint64_t seed) {
+    int p = c->pad;
+    rms_data h = {c->n + 3 * p, c->zw + 4 * p, c->n + 5 * p, c->n + 2 * p, c->n + 6 * p, c->zw + 1 * p, 0, 0, 0, 0, 0};
+    /* z spans the whole in_proj row (width zw): the op must read only its first n columns. */
+    h.y = host_rows(c->rows, c->n, h.ys, 1.0f, seed, 1), h.z = host_rows(c->rows, c->zw, h.zs, 2.0f, seed, 2);
+    h.w = host_rows(1, c->n, c->n, 1.0f, seed, 3), h.dout = host_rows(c->rows, c->n, h.gs, 1.0f, seed, 4);
+    h.dw0 = host_rows(1, c->n, c->n, 1.0f, seed, 5);
+    size_t no = (size_t)c->rows * h.os, ndy = (size_t)c->rows * h.dys, ndz = (size_t)c->rows * h.dzs;
+
+    float *out = host_poisoned(no), *rstd = host_poisoned(c->rows), *dy = host_poisoned(ndy), *dz = host_poisoned(ndz);
+    float *dw = host_copy(h.dw0, c->n);
+    st_rmsnorm_gated_forward(c->rows, c->n, h.y, h.ys, h.z, h.zs, h.w, 1e-5f, out, h.os, rstd);
+    st_rmsnorm_gated_backward(c->rows, c->n, h.y, h.ys, h.z, h.zs, h.w, rstd, h.dout, h.gs, dy, h.dys, dz, h.dzs, dw);
+
+    rms_out g[2];
+    rms_gpu(c, &h, &g[0]);
+    rms_gpu(c, &h, &g[1]);
+    printf("RMSNorm %s: rows %d n %d (z in rows of %d) strides y %d z %d out %d dout %d dy %d dz %d\n", c->name,
+           c->rows, c->n, c->zw, h.ys, h.zs, h.os, h.gs, h.dys, h.dzs);
+    parity(c->name, "RMS out", rel_err_rows(g[0].out, h.os, out, h.os, c->rows, c->n), 1e-5);
+    parity(c->name, "RMS rstd", rel_err(g[0].rstd, rstd, c->rows), 1e-5);
+    parity(c->name, "RMS dy", rel_err_rows(g[0].dy, h.dys, dy, h.dys, c->rows, c->n), 1e-4);
+    parity(c->name, "RMS dz", rel_err_rows(g[0].dz, h.dzs, dz, h.dzs, c->rows, c->n), 1e-4);
+    parity(c->name, "RMS dw (+=)", rel_err_added(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
+    /* dz's row is as wide as z's, but only its first n columns are the op's. */
+    long go = gap_written(g[0].out, c->rows, c->n, h.os), gdy = gap_written(g[0].dy, c->rows, c->n, h.dys);
+    long gdz = gap_written(g[0].dz, c->rows, c->n, h.dzs);
+    CHECK(go == 0 && gdy == 0 && gdz == 0, "RMS %s: gap values written: out %ld dy %ld dz %ld", c->name, go, gdy, gdz);
+    int same = same_bits(g[0].out, g[1].out, no) && same_bits(g[0].rstd, g[1].rstd, c->rows) &&
+               same_bits(g[0].dy, g[1].dy, ndy) && same_bits(g[0].dz, g[1].dz, ndz) &&
+               same_bits(g[0].dw, g[1].dw, c->n);
+    CHECK(same, "RMS %s: two GPU runs differ (out %d dy %d dz %d dw %d same)", c->name,
+          same_bits(g[0].out, g[1].out, no), same_bits(g[0].dy, g[1].dy, ndy), same_bits(g[0].dz, g[1].dz, ndz),
+          same_bits(g[0].dw, g[1].dw, c->n));
+    rms_out_free(&g[0]), rms_out_free(&g[1]);
+    free(out), free(rstd), free(dy), free(dz), free(dw);
+    free(h.y), free(h.z), free(h.w), free(h.dout), free(h.dw0);
+}
+#endif
+
+int main(void) {
+    CUDA_TEST_BEGIN();
+#ifdef ST_HAVE_CUDA
+    st_dims t, o, d;
+    st_dims_preset("tiny", &t);
+    st_dims_preset("odd", &o);
+    st_dims_preset("default", &d);
+    const ln_case ln[] = {
+        {"tiny ln (D)", 2 * t.K, t.D, 0, 0},    {"tiny ln (D, dx +=)", 2 * t.K, t.D, 1, 1},
+        {"odd ln (D)", 3 * o.K, o.D, 0, 1},     {"n=5 (fewer columns than a warp)", 7, 5, 1, 1},
+        {"default ln (D)", 5 * d.K, d.D, 0, 1}, {"64 windows ln (D)", 64 * t.K, t.D, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
+        ln_case_run(&ln[i], 2000 + i);
+    const rms_case rms[] = {
+        {"tiny (d_inner)", 2 * t.K, st_d_inner(&t), st_in_proj_out(&t), 0},
+        {"tiny (d_inner) padded", 2 * t.K, st_d_inner(&t), st_in_proj_out(&t), 1},
+        {"odd (d_inner)", 3 * o.K, st_d_inner(&o), st_in_proj_out(&o), 1},
+        {"default (d_inner)", 3 * d.K, st_d_inner(&d), st_in_proj_out(&d), 1},
+        {"64 windows (d_inner)", 64 * t.K, st_d_inner(&t), st_in_proj_out(&t), 1},
+    };
+    for (size_t i = 0; i < sizeof rms / sizeof rms[0]; i++)
+        rms_case_run(&rms[i], 3000 + i);
+#endif
+    TEST_MAIN_END();
+}

@@ -1,0 +1,84 @@
+/* model_cuda.h: the whole encoder and heads of DESIGN section 5 on the GPU,
+ * float32 (the CUDA twin of model/model.h), composed of the CUDA ops:
+ *
+ *   window X [n, K, F+C] (row stride x_stride >= F+C, device)
+ *   -> VSN over s = X[:, :, 0:F] with context c = X[:, :, F:F+C]   -> v [rows, Dv]
+ *   -> u0 = w_in([v; c])                                           [rows, D]
+ *   -> u_{l+1} = Mamba2 block l (u_l), l = 0..L-1
+ *   -> heads on ln_f(u_L[row K-1]) and c[row K-1]: logits [n, A], value [n]
+ * The context c reaches the output along three paths (the VSN's selection
+ * GRN, w_in and the heads): its gradient is the sum of the three.
+ *
+ * Parameters and gradients are flat DEVICE buffers in the parameter table's
+ * layout (model/params.h), so a host copy of the CPU model's weights goes up
+ * with one cudaMemcpy; the model does not own them. Activations (including
+ * each block's saved state and the scratch) are carved out of one
+ * cudaMalloc, sized for up to max_windows windows, rows contiguous.
+ *
+ * Every call is asynchronous on the model's stream (a cudaStream_t; NULL:
+ * the default stream) and returns ST_OK, ST_ERR_INPUT, ST_ERR_MEMORY or
+ * ST_ERR_DEVICE (message in st_last_error()). Parameter gradients are added
+ * to (a caller zeroes them once per step), in a fixed order: two runs give
+ * the same bits. */
+#ifndef ST_MODEL_CUDA_H
+#define ST_MODEL_CUDA_H
+
+#include <stddef.h>
+
+#include "core/config.h"
+#include "model/params.h"
+
+struct st_cuda_model_views; /* device pointers into w and g, per tensor (private) */
+
+typedef struct {
+    st_dims d;
+    int max_windows;
+    const st_param_table *table;
+    float *w, *g; /* flat device parameters and gradients (not owned) */
+    void *stream; /* cudaStream_t of every call (NULL: default stream) */
+    struct st_cuda_model_views *views;
+    /* activations of the last forward (one device allocation, `arena`) */
+    void *arena;
+    size_t arena_bytes;
+    int n;         /* windows of the last forward */
+    const float *x; /* its input window (device) */
+    int x_stride;
+    float *vsn_v;     /* [rows, Dv] */
+    float *vsn_alpha; /* [rows, F] */
+    float *vsn_saved;
+    float *vc;         /* [rows, Dv+C] input of w_in */
+    float **u;         /* host array [L+1] of device [rows, D] */
+    float **mix_saved; /* host array [L] */
+    float *heads_saved;
+    /* backward scratch */
+    float *du_a, *du_b; /* [rows, D] */
+    float *dvc;         /* [rows, Dv+C] */
+    float *dc_rows;     /* [rows, C] context gradient when the caller wants no dX */
+    float *dc_head;     /* [n, C] */
+    float *work;
+} st_cuda_model;
+
+/* Device bytes of the activations for up to max_windows windows. */
+size_t st_cuda_model_activation_bytes(const st_dims *d, int max_windows);
+
+/* Validates d, allocates the activations and binds w_dev, g_dev (device
+ * buffers of t->total floats, laid out by t; t must outlive the model). */
+int st_cuda_model_init(st_cuda_model *m, const st_dims *d, const st_param_table *t, int max_windows, float *w_dev,
+                       float *g_dev);
+void st_cuda_model_free(st_cuda_model *m);
+/* Points the model at other device parameter/gradient buffers of the same layout. */
+void st_cuda_model_bind(st_cuda_model *m, float *w_dev, float *g_dev);
+
+/* Forward over 0 < n <= max_windows windows; logits [n, A] (row stride
+ * logits_stride), value [n] contiguous; all device pointers. X must stay
+ * unchanged until the matching backward. */
+int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, int x_stride, float *logits, int logits_stride,
+                          float *value);
+
+/* Backward of the last forward: parameter gradients are added to m->g; dX
+ * (the window's gradient, [n*K, F+C] at row stride dx_stride; NULL: not
+ * wanted) is written, its padding untouched. */
+int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, int dlogits_stride, const float *dvalue, float *dX,
+                           int dx_stride);
+
+#endif

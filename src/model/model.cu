@@ -1,0 +1,308 @@
+/* model.cu: the whole model on the GPU (cuda/model_cuda.h), the composition
+ * of model/model.c with the CUDA ops, step for step:
+ *   forward:  v = VSN(X[:, 0:F], X[:, F:F+C]); vc = [v; c]; u0 = w_in(vc);
+ *             u_{l+1} = Mamba2_l(u_l); logits, value = heads(u_L[K-1], c[K-1])
+ *   backward: du_L = 0 but the last rows (heads); Mamba2 blocks in reverse;
+ *             dvc = w_in backward; VSN backward writes dX[:, 0:F] and dc;
+ *             dc += dvc[:, Dv:] (the w_in path), then the heads' dc on the
+ *             last row of each window, in that order (the CPU's rounding).
+ * Only the [v; c] concatenation and the context-gradient sum are kernels of
+ * this file (one thread per element, pure copies and two float adds).
+ * The window is read through its own row stride everywhere (never F or F+C). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/check.h"
+
+extern "C" {
+#include "cuda/heads_cuda.h"
+#include "cuda/linear_cuda.h"
+#include "cuda/mamba2_cuda.h"
+#include "cuda/model_cuda.h"
+#include "cuda/vsn_cuda.h"
+#include "model/vsn.h" /* st_vsn_weights_f32 / st_vsn_grads_f32 (float build) */
+}
+
+#define MD_THREADS 256
+
+static unsigned md_blocks(long n) { return (unsigned)((n + MD_THREADS - 1) / MD_THREADS); }
+
+/* Device pointers into w and g, one per tensor, bound by name. */
+struct st_cuda_model_views {
+    st_vsn_weights_f32 vsn_w;
+    st_vsn_grads_f32 vsn_g;
+    const float *w_in_w, *w_in_b;
+    float *g_w_in_w, *g_w_in_b;
+    st_cuda_mamba2_weights *mix_w; /* [L] */
+    st_cuda_mamba2_grads *mix_g;   /* [L] */
+    st_cuda_heads_weights heads_w;
+    st_cuda_heads_grads heads_g;
+};
+
+/* ---- binding ---------------------------------------------------------------- */
+
+static void md_bind_vsn(st_cuda_model *m) {
+    st_vsn_weights_f32 *w = &m->views->vsn_w;
+    st_vsn_grads_f32 *g = &m->views->vsn_g;
+#define MD_B(field, name)                                                                                      \
+    w->field = m->w + st_param_offset(m->table, name);                                                         \
+    g->field = m->g + st_param_offset(m->table, name)
+    MD_B(embed_w, "vsn.embed_w");
+    MD_B(embed_b, "vsn.embed_b");
+    MD_B(sel_skip_w, "vsn.sel.skip.weight");
+    MD_B(sel_skip_b, "vsn.sel.skip.bias");
+    MD_B(sel_fc1_w, "vsn.sel.fc1.weight");
+    MD_B(sel_fc1_b, "vsn.sel.fc1.bias");
+    MD_B(sel_ctx_w, "vsn.sel.ctx.weight");
+    MD_B(sel_fc2_w, "vsn.sel.fc2.weight");
+    MD_B(sel_fc2_b, "vsn.sel.fc2.bias");
+    MD_B(sel_glu_w, "vsn.sel.glu.weight");
+    MD_B(sel_glu_b, "vsn.sel.glu.bias");
+    MD_B(sel_norm_w, "vsn.sel.norm.weight");
+    MD_B(sel_norm_b, "vsn.sel.norm.bias");
+    MD_B(var_fc1_w, "vsn.var.fc1_w");
+    MD_B(var_fc1_b, "vsn.var.fc1_b");
+    MD_B(var_fc2_w, "vsn.var.fc2_w");
+    MD_B(var_fc2_b, "vsn.var.fc2_b");
+    MD_B(var_glu_w, "vsn.var.glu_w");
+    MD_B(var_glu_b, "vsn.var.glu_b");
+    MD_B(var_ln_w, "vsn.var.ln_w");
+    MD_B(var_ln_b, "vsn.var.ln_b");
+#undef MD_B
+}
+
+static void md_bind_mixer(st_cuda_model *m, int l) {
+    st_cuda_mamba2_weights *w = &m->views->mix_w[l];
+    st_cuda_mamba2_grads *g = &m->views->mix_g[l];
+    char n[48];
+#define MD_B(field, fmt)                                                                                       \
+    snprintf(n, sizeof n, fmt, l);                                                                             \
+    w->field = m->w + st_param_offset(m->table, n);                                                            \
+    g->field = m->g + st_param_offset(m->table, n)
+    MD_B(ln_w, "ln.%d.weight");
+    MD_B(ln_b, "ln.%d.bias");
+    MD_B(in_proj_w, "mix.%d.in_proj.weight");
+    MD_B(conv_w, "mix.%d.conv_w");
+    MD_B(conv_b, "mix.%d.conv_b");
+    MD_B(dt_bias, "mix.%d.dt_bias");
+    MD_B(A_log, "mix.%d.A_log");
+    MD_B(Dskip, "mix.%d.Dskip");
+    MD_B(norm_w, "mix.%d.norm_w");
+    MD_B(out_proj_w, "mix.%d.out_proj.weight");
+#undef MD_B
+}
+
+static void md_bind_heads(st_cuda_model *m) {
+    st_cuda_heads_weights *w = &m->views->heads_w;
+    st_cuda_heads_grads *g = &m->views->heads_g;
+#define MD_B(field, name)                                                                                      \
+    w->field = m->w + st_param_offset(m->table, name);                                                         \
+    g->field = m->g + st_param_offset(m->table, name)
+    MD_B(ln_w, "ln_f.weight");
+    MD_B(ln_b, "ln_f.bias");
+    MD_B(pi1_w, "pi1.weight");
+    MD_B(pi1_b, "pi1.bias");
+    MD_B(pi2_w, "pi2.weight");
+    MD_B(pi2_b, "pi2.bias");
+    MD_B(v1_w, "v1.weight");
+    MD_B(v1_b, "v1.bias");
+    MD_B(v2_w, "v2.weight");
+    MD_B(v2_b, "v2.bias");
+#undef MD_B
+}
+
+extern "C" void st_cuda_model_bind(st_cuda_model *m, float *w_dev, float *g_dev) {
+    m->w = w_dev;
+    m->g = g_dev;
+    md_bind_vsn(m);
+    m->views->w_in_w = w_dev + st_param_offset(m->table, "w_in.weight");
+    m->views->w_in_b = w_dev + st_param_offset(m->table, "w_in.bias");
+    m->views->g_w_in_w = g_dev + st_param_offset(m->table, "w_in.weight");
+    m->views->g_w_in_b = g_dev + st_param_offset(m->table, "w_in.bias");
+    for (int l = 0; l < m->d.L; l++)
+        md_bind_mixer(m, l);
+    md_bind_heads(m);
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+static size_t md_max3(size_t a, size_t b, size_t c) {
+    size_t x = a > b ? a : b;
+    return x > c ? x : c;
+}
+
+/* Carves every activation out of base (a size pass when base is NULL); each
+ * buffer starts on a 256-byte boundary. Returns the bytes. */
+static size_t md_carve(st_cuda_model *m, char *base) {
+    const st_dims *d = &m->d;
+    int n = m->max_windows, rows = n * d->K, F = d->F, C = d->C, Dv = d->Dv, D = d->D;
+    size_t total = 0;
+#define MD_TAKE(ptr, count)                                                                                    \
+    do {                                                                                                       \
+        size_t bytes_ = sizeof(float) * (size_t)(count);                                                       \
+        if (base) (ptr) = (float *)(base + total);                                                             \
+        total += (bytes_ + 255) / 256 * 256;                                                                   \
+    } while (0)
+    MD_TAKE(m->vsn_v, (size_t)rows * Dv);
+    MD_TAKE(m->vsn_alpha, (size_t)rows * F);
+    MD_TAKE(m->vsn_saved, st_cuda_vsn_saved_count(rows, F, C, Dv));
+    MD_TAKE(m->vc, (size_t)rows * (Dv + C));
+    for (int l = 0; l <= d->L; l++)
+        MD_TAKE(m->u[l], (size_t)rows * D);
+    for (int l = 0; l < d->L; l++)
+        MD_TAKE(m->mix_saved[l], st_cuda_mamba2_saved_count(d, n));
+    MD_TAKE(m->heads_saved, st_cuda_heads_saved_count(n, D, C, d->Hh));
+    MD_TAKE(m->du_a, (size_t)rows * D);
+    MD_TAKE(m->du_b, (size_t)rows * D);
+    MD_TAKE(m->dvc, (size_t)rows * (Dv + C));
+    MD_TAKE(m->dc_rows, (size_t)rows * C);
+    MD_TAKE(m->dc_head, (size_t)n * C);
+    MD_TAKE(m->work, md_max3(st_cuda_vsn_work_count(rows, F, C, Dv), st_cuda_mamba2_work_count(d, n),
+                             st_cuda_heads_work_count(n, D, C, d->Hh)));
+#undef MD_TAKE
+    return total;
+}
+
+extern "C" size_t st_cuda_model_activation_bytes(const st_dims *d, int max_windows) {
+    st_cuda_model m;
+    memset(&m, 0, sizeof m);
+    m.d = *d;
+    m.max_windows = max_windows;
+    return md_carve(&m, NULL); /* the size pass touches no pointer table */
+}
+
+extern "C" void st_cuda_model_free(st_cuda_model *m) {
+    if (m->arena) cudaFree(m->arena);
+    if (m->views) {
+        free(m->views->mix_w);
+        free(m->views->mix_g);
+    }
+    free(m->views);
+    free(m->u);
+    free(m->mix_saved);
+    memset(m, 0, sizeof *m);
+}
+
+extern "C" int st_cuda_model_init(st_cuda_model *m, const st_dims *d, const st_param_table *t, int max_windows,
+                                  float *w_dev, float *g_dev) {
+    memset(m, 0, sizeof *m);
+    ST_TRY(st_dims_validate(d));
+    ST_REQUIRE(max_windows > 0, ST_ERR_INPUT, "the GPU model needs room for at least one window");
+    m->d = *d;
+    m->max_windows = max_windows;
+    m->table = t;
+    m->views = (st_cuda_model_views *)calloc(1, sizeof *m->views);
+    m->u = (float **)calloc((size_t)d->L + 1, sizeof *m->u);
+    m->mix_saved = (float **)calloc((size_t)d->L, sizeof *m->mix_saved);
+    if (m->views) {
+        m->views->mix_w = (st_cuda_mamba2_weights *)calloc((size_t)d->L, sizeof *m->views->mix_w);
+        m->views->mix_g = (st_cuda_mamba2_grads *)calloc((size_t)d->L, sizeof *m->views->mix_g);
+    }
+    if (!m->views || !m->u || !m->mix_saved || !m->views->mix_w || !m->views->mix_g) {
+        st_cuda_model_free(m);
+        return ST_FAIL(ST_ERR_MEMORY, "out of memory for the GPU model's tables");
+    }
+    m->arena_bytes = md_carve(m, NULL);
+    cudaError_t e = cudaMalloc(&m->arena, m->arena_bytes);
+    if (e != cudaSuccess) {
+        size_t bytes = m->arena_bytes;
+        m->arena = NULL;
+        st_cuda_model_free(m);
+        return ST_FAIL(ST_ERR_DEVICE, "cudaMalloc of %zu bytes for the GPU model's activations: %s", bytes,
+                       cudaGetErrorString(e));
+    }
+    md_carve(m, (char *)m->arena);
+    st_cuda_model_bind(m, w_dev, g_dev);
+    return ST_OK;
+}
+
+/* ---- the two kernels of the composition ------------------------------------------- */
+
+/* vc[r, 0:Dv] = v[r, 0:Dv];  vc[r, Dv:Dv+C] = X[r, F:F+C] (the window's own stride). */
+static __global__ void md_concat_kernel(int rows, int Dv, int C, const float *v, int v_stride, const float *c,
+                                        int c_stride, float *vc, int vc_stride) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    int w = Dv + C;
+    if (i >= (long)rows * w) return;
+    int r = (int)(i / w), j = (int)(i % w);
+    vc[(size_t)r * vc_stride + j] = j < Dv ? v[(size_t)r * v_stride + j] : c[(size_t)r * c_stride + j - Dv];
+}
+
+/* dc[r, j] += dvc[r, Dv + j], then, on the last row of each window,
+ * dc[r, j] += dc_head[b, j]: two float adds in the CPU model's order. */
+static __global__ void md_context_grad_kernel(int rows, int K, int Dv, int C, const float *dvc, int dvc_stride,
+                                              const float *dc_head, int dc_head_stride, float *dc, int dc_stride) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)rows * C) return;
+    int r = (int)(i / C), j = (int)(i % C);
+    float *dst = dc + (size_t)r * dc_stride + j;
+    float t = *dst + dvc[(size_t)r * dvc_stride + Dv + j];
+    if (r % K == K - 1) t += dc_head[(size_t)(r / K) * dc_head_stride + j];
+    *dst = t;
+}
+
+/* ---- forward and backward ------------------------------------------------------------ */
+
+extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, int x_stride, float *logits,
+                                     int logits_stride, float *value) {
+    const st_dims *d = &m->d;
+    const st_cuda_model_views *vw = m->views;
+    cudaStream_t st = (cudaStream_t)m->stream;
+    int K = d->K, F = d->F, C = d->C, Dv = d->Dv, D = d->D, rows = n * K, vcw = Dv + C;
+    ST_REQUIRE(n > 0 && n <= m->max_windows, ST_ERR_INPUT, "GPU model forward: %d windows, room for 1..%d", n,
+               m->max_windows);
+    ST_REQUIRE(x_stride >= F + C, ST_ERR_INPUT, "GPU model forward: window row stride %d < F+C = %d", x_stride,
+               F + C);
+    m->n = n;
+    m->x = X;
+    m->x_stride = x_stride;
+    ST_TRY(st_cuda_vsn_forward(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, m->vsn_v, Dv, m->vsn_alpha,
+                               F, m->vsn_saved, m->work, st));
+    md_concat_kernel<<<md_blocks((long)rows * vcw), MD_THREADS, 0, st>>>(rows, Dv, C, m->vsn_v, Dv, X + F, x_stride,
+                                                                         m->vc, vcw);
+    ST_CUDA_LAUNCHED();
+    ST_TRY(st_cuda_linear_forward(rows, vcw, D, m->vc, vcw, vw->w_in_w, vw->w_in_b, m->u[0], D, st));
+    for (int l = 0; l < d->L; l++)
+        ST_TRY(st_cuda_mamba2_forward(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l], m->work, st));
+    ST_TRY(st_cuda_heads_forward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D,
+                                 X + (size_t)(K - 1) * x_stride + F, K * x_stride, &vw->heads_w, logits, logits_stride,
+                                 value, m->heads_saved, st));
+    return ST_OK;
+}
+
+extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, int dlogits_stride, const float *dvalue,
+                                      float *dX, int dx_stride) {
+    const st_dims *d = &m->d;
+    const st_cuda_model_views *vw = m->views;
+    cudaStream_t st = (cudaStream_t)m->stream;
+    int n = m->n, K = d->K, F = d->F, C = d->C, Dv = d->Dv, D = d->D, rows = n * K, vcw = Dv + C;
+    ST_REQUIRE(n > 0, ST_ERR_INPUT, "GPU model backward without a forward");
+    ST_REQUIRE(!dX || dx_stride >= F + C, ST_ERR_INPUT, "GPU model backward: dX row stride %d < F+C = %d", dx_stride,
+               F + C);
+    /* Heads: only the last row of each window receives a gradient. */
+    float *du = m->du_a, *du_next = m->du_b;
+    ST_CUDA_TRY(cudaMemsetAsync(du, 0, sizeof(float) * (size_t)rows * D, st));
+    ST_TRY(st_cuda_heads_backward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D, &vw->heads_w,
+                                  m->heads_saved, dlogits, dlogits_stride, dvalue, du + (size_t)(K - 1) * D, K * D,
+                                  m->dc_head, C, 0, &vw->heads_g, m->work, st));
+    for (int l = d->L - 1; l >= 0; l--) {
+        ST_TRY(st_cuda_mamba2_backward(d, n, &vw->mix_w[l], m->u[l], D, m->mix_saved[l], du, D, du_next, D,
+                                       &vw->mix_g[l], m->work, st));
+        float *t = du;
+        du = du_next;
+        du_next = t;
+    }
+    ST_TRY(st_cuda_linear_backward(rows, vcw, D, m->vc, vcw, vw->w_in_w, du, D, m->dvc, vcw, 0, vw->g_w_in_w,
+                                   vw->g_w_in_b, st));
+    /* VSN: the snapshot gradient goes to dX; the context gradient to dX's
+     * context columns (or scratch), then the w_in and head paths add in. */
+    float *dc = dX ? dX + F : m->dc_rows;
+    int dc_stride = dX ? dx_stride : C;
+    ST_TRY(st_cuda_vsn_backward(rows, F, C, Dv, m->x, m->x_stride, m->x + F, m->x_stride, &vw->vsn_w, m->vsn_saved,
+                                m->dvc, vcw, dX, dx_stride, dc, dc_stride, 0, &vw->vsn_g, m->work, st));
+    md_context_grad_kernel<<<md_blocks((long)rows * C), MD_THREADS, 0, st>>>(rows, K, Dv, C, m->dvc, vcw, m->dc_head,
+                                                                             C, dc, dc_stride);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}

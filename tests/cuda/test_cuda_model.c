@@ -1,0 +1,284 @@
+/* test_cuda_model.c: the whole GPU model (cuda/model_cuda.h) against the CPU
+ * float model (model/model.h) with the same flat weights (one upload of the
+ * host copy), at the tiny, odd and default presets for 3 and 64 windows:
+ *  - logits and value within 1e-5 relative (forward bound of issue 6);
+ *  - every parameter tensor's gradient (added to from the same random start
+ *    on both sides, measured against what was added) within 1e-4, the worst
+ *    tensor printed;
+ *  - the window gradient dX, snapshot columns and context columns (the sum
+ *    of the VSN, w_in and head paths) apart, within 1e-4;
+ *  - outputs poisoned with NaN before the GPU run; the window buffers padded
+ *    with NaN gaps that must be neither read nor written;
+ *  - two GPU runs give the same bits.
+ * Named regression (DESIGN section 9): the window read with its own stride
+ * F+C (the 56-wide row of the 40-wide snapshot) and the same window in a
+ * padded buffer with NaN gaps give identical bits, and the backward without
+ * dX gives the same parameter gradients. Skips (77) without a GPU. */
+#include <stdint.h>
+
+#include "check/gradcheck.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "cuda/cuda_test.h"
+#ifdef ST_HAVE_CUDA
+#include "cuda/model_cuda.h"
+#endif
+
+#ifdef ST_HAVE_CUDA
+static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
+
+static float poison(void) {
+    float f;
+    memcpy(&f, &POISON_BITS, sizeof f);
+    return f;
+}
+
+static int is_poison(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u == POISON_BITS;
+}
+
+static float *host_poisoned(size_t n) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    for (size_t i = 0; i < n; i++)
+        p[i] = poison();
+    return p;
+}
+
+static float *host_copy(const float *src, size_t n) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    memcpy(p, src, sizeof(float) * n);
+    return p;
+}
+
+static float *dev_download_new(const float *d, size_t n) {
+    float *h = malloc(sizeof(float) * (n + 1));
+    dev_download(h, d, n);
+    return h;
+}
+
+/* rows x width random normals at row stride `stride`, the gap poison. */
+static float *host_rows(int rows, int width, int stride, float scale, uint64_t seed, uint32_t salt) {
+    float *p = host_poisoned((size_t)rows * stride), *v = malloc(sizeof(float) * ((size_t)rows * width + 1));
+    st_gc_randnf(v, (long)rows * width, scale, seed, salt);
+    for (int r = 0; r < rows; r++)
+        memcpy(p + (size_t)r * stride, v + (size_t)r * width, sizeof(float) * width);
+    free(v);
+    return p;
+}
+
+static long gap_written(const float *h, int rows, int width, int stride) {
+    long bad = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = width; c < stride; c++)
+            bad += !is_poison(h[(size_t)r * stride + c]);
+    return bad;
+}
+
+static double rel_err_added(const float *gpu, const float *cpu, const float *init, size_t n) {
+    double d = 0, s = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (gpu[k] != gpu[k]) return INFINITY;
+        d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
+        s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
+    }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
+
+/* Inputs of one comparison. */
+typedef struct {
+    const char *name;
+    st_dims d;
+    st_param_table t;
+    int n, rows, xs; /* windows, rows, window row stride */
+    float *w, *g0, *X, *dlogits, *dvalue;
+} md_data;
+
+typedef struct {
+    float *logits, *value, *g, *dX;
+} md_out;
+
+static void md_out_free(md_out *o) { free(o->logits), free(o->value), free(o->g), free(o->dX); }
+
+/* The initial parameters (st_params_init_f32) nudged by small noise, so that
+ * zero-initialised biases and the 0.01-scaled policy output carry gradients
+ * of ordinary size and every tensor is exercised. */
+static int md_setup(md_data *h, const char *name, const char *preset, int n, int pad, uint64_t seed) {
+    memset(h, 0, sizeof *h);
+    h->name = name;
+    if (st_dims_preset(preset, &h->d) != ST_OK || st_param_table_build(&h->d, &h->t) != ST_OK) return 0;
+    size_t P = h->t.total;
+    h->n = n, h->rows = n * h->d.K, h->xs = h->d.F + h->d.C + pad;
+    h->w = malloc(sizeof(float) * P);
+    st_params_init_f32(&h->t, seed, h->w);
+    float *noise = host_rows(1, (int)P, (int)P, 0.02f, seed, 1);
+    for (size_t i = 0; i < P; i++)
+        h->w[i] += noise[i];
+    free(noise);
+    h->g0 = host_rows(1, (int)P, (int)P, 0.1f, seed, 2);
+    h->X = host_rows(h->rows, h->d.F + h->d.C, h->xs, 1.0f, seed, 3);
+    h->dlogits = host_rows(n, h->d.A, h->d.A, 1.0f, seed, 4);
+    h->dvalue = host_rows(1, n, n, 1.0f, seed, 5);
+    return 1;
+}
+
+static void md_free(md_data *h) {
+    st_param_table_free(&h->t);
+    free(h->w), free(h->g0), free(h->X), free(h->dlogits), free(h->dvalue);
+}
+
+static void md_cpu(const md_data *h, md_out *o) {
+    int n = h->n, A = h->d.A;
+    st_model m;
+    o->g = host_copy(h->g0, h->t.total);
+    o->logits = host_poisoned((size_t)n * A), o->value = host_poisoned(n);
+    o->dX = host_poisoned((size_t)h->rows * h->xs);
+    int rc = st_model_init(&m, &h->d, &h->t, n, h->w, o->g);
+    CHECK(rc == ST_OK, "%s: CPU model init: %s", h->name, st_last_error());
+    if (rc != ST_OK) return;
+    st_model_forward(&m, n, h->X, h->xs, o->logits, A, o->value);
+    st_model_backward(&m, h->dlogits, A, h->dvalue, o->dX, h->xs);
+    st_model_free(&m);
+}
+
+/* One GPU forward + backward (dX NULL when want_dx is 0). */
+static void md_gpu(const md_data *h, int want_dx, md_out *o) {
+    int n = h->n, A = h->d.A;
+    size_t P = h->t.total, nx = (size_t)h->rows * h->xs;
+    float *w = dev_upload(h->w, P), *g = dev_upload(h->g0, P), *X = dev_upload(h->X, nx);
+    float *dlogits = dev_upload(h->dlogits, (size_t)n * A), *dvalue = dev_upload(h->dvalue, n);
+    float *logits = dev_poisoned((size_t)n * A), *value = dev_poisoned(n), *dX = want_dx ? dev_poisoned(nx) : NULL;
+    st_cuda_model m;
+    int rc = st_cuda_model_init(&m, &h->d, &h->t, n + 2, w, g); /* room for more windows than used */
+    CHECK(rc == ST_OK, "%s: GPU model init: %s", h->name, st_last_error());
+    if (rc == ST_OK) {
+        rc = st_cuda_model_forward(&m, n, X, h->xs, logits, A, value);
+        CHECK(rc == ST_OK, "%s: GPU forward: %s", h->name, st_last_error());
+        rc = st_cuda_model_backward(&m, dlogits, A, dvalue, dX, h->xs);
+        CHECK(rc == ST_OK, "%s: GPU backward: %s", h->name, st_last_error());
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels failed: %s", h->name,
+              cudaGetErrorString(cudaGetLastError()));
+        st_cuda_model_free(&m);
+    }
+    o->logits = dev_download_new(logits, (size_t)n * A), o->value = dev_download_new(value, n);
+    o->g = dev_download_new(g, P);
+    o->dX = want_dx ? dev_download_new(dX, nx) : NULL;
+    dev_free(w), dev_free(g), dev_free(X), dev_free(dlogits), dev_free(dvalue), dev_free(logits), dev_free(value);
+    if (dX) dev_free(dX);
+}
+
+/* Every parameter tensor within the bound; prints the worst. */
+static void md_check_grads(const md_data *h, const md_out *cpu, const md_out *gpu) {
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < h->t.n; i++) {
+        const st_param *p = &h->t.p[i];
+        double e = rel_err_added(gpu->g + p->offset, cpu->g + p->offset, h->g0 + p->offset, p->count);
+        CHECK(e <= 1e-4, "%s: gradient of %s: GPU vs CPU rel err %.3e > 1e-4", h->name, p->name, e);
+        if (!(e <= worst)) worst = e, worst_name = p->name;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s worst of %d grads (%s)", h->name, h->t.n, worst_name);
+    printf("  %-36s rel err %.3e (bound 1e-04)\n", what, worst);
+}
+
+static void md_compare(const md_data *h, const md_out *cpu, const md_out *gpu) {
+    int n = h->n, A = h->d.A, F = h->d.F, C = h->d.C, rows = h->rows;
+    char what[96];
+#define PARITY(label, err, bound)                                                                                      \
+    do {                                                                                                               \
+        snprintf(what, sizeof what, "%s %s", h->name, (label));                                                        \
+        CHECK_PARITY(what, (err), (bound));                                                                            \
+    } while (0)
+    PARITY("logits", rel_err_rows(gpu->logits, A, cpu->logits, A, n, A), 1e-5);
+    PARITY("value", rel_err(gpu->value, cpu->value, n), 1e-5);
+    PARITY("dX snapshot", rel_err_rows(gpu->dX, h->xs, cpu->dX, h->xs, rows, F), 1e-4);
+    PARITY("dX context", rel_err_rows(gpu->dX + F, h->xs, cpu->dX + F, h->xs, rows, C), 1e-4);
+#undef PARITY
+    md_check_grads(h, cpu, gpu);
+    long gaps = gap_written(gpu->dX, rows, F + C, h->xs);
+    CHECK(gaps == 0, "%s: %ld values written in dX's padding", h->name, gaps);
+}
+
+static int md_same(const md_data *h, const md_out *a, const md_out *b, int with_dx) {
+    int same = same_bits(a->logits, b->logits, (size_t)h->n * h->d.A) && same_bits(a->value, b->value, h->n) &&
+               same_bits(a->g, b->g, h->t.total);
+    if (with_dx)
+        for (int r = 0; r < h->rows; r++)
+            same &= same_bits(a->dX + (size_t)r * h->xs, b->dX + (size_t)r * h->xs, h->d.F + h->d.C);
+    return same;
+}
+
+static void md_case_run(const char *name, const char *preset, int n, int pad, uint64_t seed) {
+    md_data h;
+    if (!md_setup(&h, name, preset, n, pad, seed)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    printf("%s: n %d K %d F %d C %d D %d L %d, %zu parameters, window stride %d\n", name, n, h.d.K, h.d.F, h.d.C,
+           h.d.D, h.d.L, h.t.total, h.xs);
+    md_out cpu, gpu[2];
+    md_cpu(&h, &cpu);
+    md_gpu(&h, 1, &gpu[0]);
+    md_gpu(&h, 1, &gpu[1]);
+    md_compare(&h, &cpu, &gpu[0]);
+    CHECK(md_same(&h, &gpu[0], &gpu[1], 1), "%s: two GPU runs differ", name);
+    md_out_free(&cpu), md_out_free(&gpu[0]), md_out_free(&gpu[1]);
+    md_free(&h);
+}
+
+/* The named regression: the window read through its own stride F+C, and
+ * the same values in a buffer with a NaN gap after each row. */
+static void md_stride_regression(void) {
+    md_data tight, wide;
+    const char *name = "regression: window stride F+C vs padded";
+    if (!md_setup(&tight, name, "tiny", 3, 0, 7100) || !md_setup(&wide, name, "tiny", 3, 9, 7100)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    CHECK(tight.xs == tight.d.F + tight.d.C && tight.xs != tight.d.F, "%s: the tight stride is F+C", name);
+    for (int r = 0; r < tight.rows; r++) /* same values, different stride */
+        CHECK(memcmp(tight.X + (size_t)r * tight.xs, wide.X + (size_t)r * wide.xs, sizeof(float) * tight.xs) == 0,
+              "%s: window row %d differs between the buffers", name, r);
+    md_out cpu, a, b, c;
+    md_cpu(&tight, &cpu);
+    md_gpu(&tight, 1, &a);
+    md_gpu(&wide, 1, &b);
+    md_gpu(&wide, 0, &c);
+    md_compare(&tight, &cpu, &a);
+    int same = same_bits(a.logits, b.logits, 3 * (size_t)tight.d.A) && same_bits(a.value, b.value, 3) &&
+               same_bits(a.g, b.g, tight.t.total);
+    for (int r = 0; r < tight.rows; r++)
+        same &= same_bits(a.dX + (size_t)r * tight.xs, b.dX + (size_t)r * wide.xs, tight.xs);
+    CHECK(same, "%s: the padded window gives other bits than the F+C-stride window", name);
+    long gaps = gap_written(b.dX, wide.rows, wide.d.F + wide.d.C, wide.xs);
+    CHECK(gaps == 0, "%s: %ld values written in the padded dX's gaps", name, gaps);
+    CHECK(same_bits(b.g, c.g, wide.t.total) && same_bits(b.logits, c.logits, 3 * (size_t)wide.d.A),
+          "%s: the backward without dX gives other parameter gradients", name);
+    printf("  %-36s %s\n", "stride F+C vs padded: bits", same ? "identical" : "DIFFER");
+    md_out_free(&cpu), md_out_free(&a), md_out_free(&b), md_out_free(&c);
+    md_free(&tight), md_free(&wide);
+}
+#endif
+
+int main(void) {
+    CUDA_TEST_BEGIN();
+#ifdef ST_HAVE_CUDA
+    static const char *const presets[] = {"tiny", "odd", "default"};
+    static const int windows[] = {3, 64};
+    uint64_t seed = 7000;
+    for (int p = 0; p < 3; p++)
+        for (int k = 0; k < 2; k++) {
+            char name[48];
+            snprintf(name, sizeof name, "%s x%d%s", presets[p], windows[k], k ? " padded" : "");
+            md_case_run(name, presets[p], windows[k], k ? 3 : 0, seed++);
+        }
+    md_stride_regression();
+#endif
+    TEST_MAIN_END();
+}

@@ -18,4 +18,4 @@ echo
 echo "== evaluation on the test split: ssmtrade eval --ckpt $out/last.safetensors --report $out/report.html"
 "$bin" eval --ckpt "$out/last.safetensors" --split test --report "$out/report.html"
 echo
-echo "report: $(cd "$(dirname "$out/report.html")" && pwd)/report.html"
+echo "== done. The report is at $(cd "$(dirname "$out/report.html")" && pwd)/report.html"

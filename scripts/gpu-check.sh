@@ -29,5 +29,15 @@ grep -E "tests passed|tests failed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | hea
 for t in $(ls test_cuda_* 2>/dev/null); do
   echo "== $t"; ./$t 2>&1 | tail -60
 done >"$OUT/cuda_tests.log" 2>&1
-grep -E "FAIL|rel err|passed|skipped" "$OUT/cuda_tests.log" | head -80
+grep -E "FAIL|passed|skipped" "$OUT/cuda_tests.log" | head -40
+# Whole-model parity with PyTorch autograd (float64), three presets.
+if [ -z "${SKIP_TORCH:-}" ]; then
+  for p in tiny odd default; do
+    ./model_io --preset $p --windows 3 --seed 7 --out /tmp/mio_$p >/dev/null && ./model_io_f32 /tmp/mio_$p >/dev/null
+  done
+  python3 ../scripts/torch_parity.py /tmp/mio_tiny /tmp/mio_odd /tmp/mio_default >"$OUT/torch_parity.log" 2>&1
+  prc=$?
+  tail -15 "$OUT/torch_parity.log"
+  [ $prc = 0 ] || rc=$prc
+fi
 exit $rc

@@ -1,7 +1,9 @@
 /* cmd_train.c: `ssmtrade train`: PPO on the built-in synthetic market or
  * on CSV data, with checkpoints, a metrics file and progress lines
  * (DESIGN sections 6, 10, 12). Every hyper-parameter is a flag and a key of
- * the JSON --config file (train/train_config.h); flags win. */
+ * the JSON --config file (train/train_config.h); flags win.
+ * The NaN/Inf tracer (--trace, --inject, --poison-padding; trace/guard.h)
+ * wraps each update; on a trip the run stops with the report and a dump. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +17,8 @@
 #include "cli/run_setup.h"
 #include "core/error.h"
 #include "report/tboard.h"
+#include "trace/guard.h"
+#include "trace/trace.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -25,6 +29,10 @@ static const st_flag extra_flags[] = {
     {"device", "cpu|cuda", "backend (cpu; the CUDA backend is not built yet)"},
     {"quiet", NULL, "no progress lines"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
+    {"trace", "off|sentinel|full", "NaN/Inf tracer: off, sentinel (scalar checks, replay on a trip), full scans"},
+    {"inject", "L:S:I[:nan|inf]", "write NaN/Inf into label L at step S, flat index I (drills, tests)"},
+    {"poison-padding", NULL, "activation rows wider than their width, the gap a tagged NaN"},
+    {"trace-dump", "DIR", "where a trip's dump goes (RUNDIR/trace_dump)"},
 };
 #define N_EXTRA (int)(sizeof extra_flags / sizeof extra_flags[0])
 
@@ -44,15 +52,15 @@ static int mkdir_p(const char *path) {
     return ST_OK;
 }
 
-static void progress_line(const st_update_stats *s, const st_train_config *c) {
+static void progress_line(const st_update_stats *s, const st_train_config *c, const char *trace) {
     char ep[32];
     if (isnan(s->mean_episode_R)) snprintf(ep, sizeof ep, "   n/a");
     else snprintf(ep, sizeof ep, "%+6.2f", s->mean_episode_R);
     printf("update %4ld/%d  steps %9ld  %7.0f steps/s  pi %+.4f  v %.4f  ent %.3f  kl %.4f  clip %.3f  "
-           "epR %s (%d)  ev %+.2f  lr %.2e  trace off\n",
+           "epR %s (%d)  ev %+.2f  lr %.2e  trace %s\n",
            s->update, c->updates, s->env_steps, (double)c->dims.T * c->dims.B / s->seconds, s->loss.policy,
            s->loss.value, s->loss.entropy, s->loss.approx_kl, s->loss.clipfrac, ep, s->episodes, s->explained_var,
-           s->lr);
+           s->lr, trace);
     fflush(stdout);
 }
 
@@ -124,6 +132,42 @@ static int save(const st_trainer *t, const char *out, int periodic) {
     return st_checkpoint_save(path, t);
 }
 
+/* The tracer of a run: none when --trace is off and nothing is injected. */
+typedef struct {
+    st_trace tr;
+    st_trace_guard g;
+    int on;
+} run_trace;
+
+static int trace_setup(const st_args *a, st_trainer *t, run_trace *rt) {
+    st_trace_mode mode;
+    ST_TRY(st_trace_mode_parse(st_args_str(a, "trace", "off"), &mode));
+    const char *inject = st_args_str(a, "inject", NULL);
+    if (mode == ST_TRACE_OFF && !inject) return ST_OK;
+    ST_TRY(st_trace_for_trainer(&rt->tr, t, mode, inject));
+    rt->on = 1;
+    return st_trace_guard_init(&rt->g, &rt->tr, t);
+}
+
+static void trace_free(run_trace *rt) {
+    if (!rt->on) return;
+    st_trace_guard_free(&rt->g);
+    st_trace_free(&rt->tr);
+}
+
+/* A trip: the report on stdout, the dump folder, one line for main. */
+static int trace_trip(const st_args *a, run_trace *rt, const char *out, int rc) {
+    st_trace_report(&rt->tr, stdout, 40);
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", st_args_str(a, "trace-dump", NULL) ? st_args_str(a, "trace-dump", NULL) : "");
+    if (!dir[0]) snprintf(dir, sizeof dir, "%s/trace_dump", out);
+    int drc = st_trace_write_dump(&rt->g, dir);
+    if (drc != ST_OK) return drc;
+    printf("dump: %s (pre-step checkpoint, bad tensor and inputs; ssmtrade replay %s)\n", dir, dir);
+    fflush(stdout);
+    return rc; /* the guard's message (first label, step) stays the error main prints */
+}
+
 static int train(const st_args *a, st_train_config *cfg) {
     const char *out = st_args_str(a, "out", "runs/train");
     const char *resume = st_args_str(a, "resume", NULL);
@@ -147,8 +191,11 @@ static int train(const st_args *a, st_train_config *cfg) {
     st_tboard *tb = NULL;
     if (rc == ST_OK) rc = st_train_config_validate(cfg);
     if (rc == ST_OK) rc = st_run_market(cfg, &m, !st_args_has(a, "quiet"));
-    if (rc == ST_OK) rc = st_trainer_init(&t, cfg, &m);
+    int pad = st_args_has(a, "poison-padding") ? ST_TRACE_POISON_PAD : 0;
+    if (rc == ST_OK) rc = st_trainer_init_padded(&t, cfg, &m, pad);
     if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, &t);
+    run_trace rt = {0};
+    if (rc == ST_OK) rc = trace_setup(a, &t, &rt);
     st_safetensors_close(&ck);
     char path[1200];
     if (rc == ST_OK) {
@@ -168,25 +215,32 @@ static int train(const st_args *a, st_train_config *cfg) {
     if (rc == ST_OK) rc = st_tboard_open(out, &tb);
     int quiet = st_args_has(a, "quiet");
     if (rc == ST_OK && !quiet)
-        printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s\n",
-               cfg->preset, t.table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t.update, out);
+        printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s, "
+               "trace %s%s%s\n",
+               cfg->preset, t.table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t.update, out,
+               st_args_str(a, "trace", "off"), pad ? ", poisoned padding" : "", rt.on && rt.tr.inject.armed ? ", injection armed" : "");
     long first = t.update, todo = cfg->updates - t.update;
     if (cfg->stop_after > 0 && cfg->stop_after < todo) todo = cfg->stop_after;
     double elapsed = 0;
     for (long i = 0; rc == ST_OK && i < todo; i++) {
         st_update_stats s;
-        rc = st_trainer_update(&t, &s);
+        rc = rt.on ? st_trace_guard_update(&rt.g, &s) : st_trainer_update(&t, &s);
+        if (rc == ST_ERR_NUMERIC && rt.on && rt.tr.tripped) {
+            if (!quiet) progress_line(&s, cfg, st_trace_status(&rt.tr));
+            rc = trace_trip(a, &rt, out, rc);
+        }
         if (rc != ST_OK) break;
         elapsed += s.seconds;
         metrics_jsonl(mf, &s);
         tensorboard(tb, &s, cfg);
-        if (!quiet) progress_line(&s, cfg);
+        if (!quiet) progress_line(&s, cfg, st_trace_status(rt.on ? &rt.tr : NULL));
         if (!quiet) progress_bar(t.update - first, todo, elapsed);
         if (cfg->checkpoint_every > 0 && t.update % cfg->checkpoint_every == 0 && i + 1 < todo)
             rc = save(&t, out, 1);
     }
     if (rc == ST_OK) rc = save(&t, out, 1);
     if (rc == ST_OK && !quiet) printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t.update);
+    trace_free(&rt);
     if (mf) fclose(mf);
     if (tb) st_tboard_close(tb);
     st_trainer_free(&t);

@@ -9,5 +9,9 @@ int st_cmd_gen_data(int argc, char **argv);
 int st_cmd_baseline(int argc, char **argv);
 int st_cmd_train(int argc, char **argv);
 int st_cmd_eval(int argc, char **argv);
+int st_cmd_labels(int argc, char **argv);
+int st_cmd_smoke(int argc, char **argv);
+int st_cmd_replay(int argc, char **argv);
+int st_cmd_dump(int argc, char **argv);
 
 #endif

@@ -19,6 +19,10 @@ static const st_command commands[] = {
     {"gradcheck", st_cmd_gradcheck, "float64 gradient check of every op and the whole model"},
     {"gen-data", st_cmd_gen_data, "write the built-in synthetic market as CSV files"},
     {"baseline", st_cmd_baseline, "metrics of flat, buy-and-hold, random and oracle policies on a split"},
+    {"labels", st_cmd_labels, "the NaN/Inf tracer's label table (every tensor of a training step)"},
+    {"smoke", st_cmd_smoke, "many seeds with full NaN/Inf scans, the first bad label of each run"},
+    {"replay", st_cmd_replay, "replay the step of a NaN/Inf tracer dump and print its report"},
+    {"dump", st_cmd_dump, "every labelled tensor of one training step, as safetensors"},
 };
 
 static void usage(FILE *f) {

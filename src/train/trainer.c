@@ -1,4 +1,8 @@
-/* trainer.c: rollout, GAE and the PPO update on the CPU (trainer.h). */
+/* trainer.c: rollout, GAE and the PPO update on the CPU (trainer.h).
+ *
+ * The tracer's hooks (trace_*) sit right after each labelled tensor is
+ * produced and before it is consumed; without a tracer they are one
+ * NULL check each. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -12,6 +16,7 @@
 #include "train/adamw.h"
 #include "train/gae.h"
 #include "train/schedule.h"
+#include "trace/trace.h"
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -94,7 +99,7 @@ static int alloc_buffers(st_trainer *t) {
     ALLOC(t->mb_adv, mw);
     ALLOC(t->mb_value, mw);
     ALLOC(t->mb_ret, mw);
-    ALLOC(t->win, (size_t)mw * d->K * (d->F + C));
+    ALLOC(t->win, (size_t)mw * d->K * t->win_stride);
     ALLOC(t->logits, (size_t)mw * A);
     ALLOC(t->value, mw);
     ALLOC(t->dlogits, (size_t)mw * A);
@@ -103,7 +108,12 @@ static int alloc_buffers(st_trainer *t) {
 }
 
 int st_trainer_init(st_trainer *t, const st_train_config *cfg, const st_market *m) {
+    return st_trainer_init_padded(t, cfg, m, 0);
+}
+
+int st_trainer_init_padded(st_trainer *t, const st_train_config *cfg, const st_market *m, int pad) {
     memset(t, 0, sizeof *t);
+    ST_REQUIRE(pad >= 0, ST_ERR_INPUT, "negative row padding %d", pad);
     ST_TRY(st_train_config_validate(cfg));
     ST_REQUIRE(m->F == cfg->dims.F, ST_ERR_INPUT, "the data has %d features per bar, the model expects %d", m->F,
                cfg->dims.F);
@@ -112,16 +122,29 @@ int st_trainer_init(st_trainer *t, const st_train_config *cfg, const st_market *
     const st_dims *d = &t->cfg.dims;
     t->N = d->T * d->B;
     t->mb = t->N / cfg->minibatches;
+    t->pad = pad;
+    t->win_stride = d->F + d->C + pad;
     ST_TRY(st_param_table_build(d, &t->table));
     ST_TRY(alloc_buffers(t));
     st_params_init_f32(&t->table, (uint64_t)cfg->seed, t->w);
     int mw = d->B > t->mb ? d->B : t->mb;
-    ST_TRY(st_model_init(&t->model, d, &t->table, mw, t->w, t->g));
+    if (pad > 0) st_trace_poison_rows(t->win, (int64_t)mw * d->K, d->F + d->C, t->win_stride);
+    ST_TRY(st_model_init_padded(&t->model, d, &t->table, mw, t->w, t->g, pad));
     st_env_config ec = env_config(cfg);
     ST_TRY(st_env_create(&t->env, m, d->B, &ec));
     st_env_out out = {.ctx = t->ctx, .ctx_stride = d->C};
     st_env_reset(&t->env, &out);
     return ST_OK;
+}
+
+void st_trainer_set_trace(st_trainer *t, struct st_trace *tr) {
+    t->trace = tr;
+    t->model.trace = tr;
+}
+
+/* A contiguous float tensor of the current pass as label (phase, kind, 0). */
+static void trace_f32(st_trainer *t, st_trace_phase ph, st_trace_kind k, float *p, int64_t rows, int64_t width) {
+    if (t->trace) st_trace_at(t->trace, ph, k, 0, p, rows, width, width);
 }
 
 void st_trainer_free(st_trainer *t) {
@@ -139,9 +162,10 @@ void st_trainer_free(st_trainer *t) {
 /* Windows of n (instrument, bar, context) triples, then the model forward. */
 static int forward_windows(st_trainer *t, int n, const int *inst, const int *bar, const float *ctx) {
     const st_dims *d = &t->cfg.dims;
-    int row = d->F + d->C;
-    ST_TRY(st_window_build(t->m, n, d->K, inst, bar, ctx, d->C, d->C, t->win, row));
-    st_model_forward(&t->model, n, t->win, row, t->logits, d->A, t->value);
+    int ws = t->win_stride;
+    ST_TRY(st_window_build(t->m, n, d->K, inst, bar, ctx, d->C, d->C, t->win, ws));
+    if (t->trace) st_trace_fwd(t->trace, ST_TK_WINDOW, 0, t->win, (int64_t)n * d->K, d->F + d->C, ws);
+    st_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
     return ST_OK;
 }
 
@@ -153,6 +177,8 @@ static int rollout(st_trainer *t, st_update_stats *s) {
     int episodes = 0;
     for (int step = 0; step < T; step++) {
         size_t o = (size_t)step * B;
+        if (t->trace) st_trace_position(t->trace, ST_PHASE_ACT, step);
+        trace_f32(t, ST_PHASE_ENV, ST_TK_CONTEXT, t->ctx, B, C);
         memcpy(t->r_inst + o, t->env.inst, sizeof(int) * B);
         memcpy(t->r_bar + o, t->env.bar, sizeof(int) * B);
         memcpy(t->r_ctx + o * C, t->ctx, sizeof(float) * (size_t)B * C);
@@ -163,9 +189,11 @@ static int rollout(st_trainer *t, st_update_stats *s) {
             u[b] = st_u01d(r.v[0], r.v[1]);
         }
         st_select_actions(B, d->A, t->logits, u, 0, t->r_action + o, t->r_logp + o);
+        trace_f32(t, ST_PHASE_ACT, ST_TK_LOGP, t->r_logp + o, 1, B);
         memcpy(t->r_value + o, t->value, sizeof(float) * B);
         st_env_out out = {.reward = t->r_reward + o, .done = t->r_done + o, .ctx = t->ctx, .ctx_stride = C};
         ST_TRY(st_env_step(&t->env, t->r_action + o, &out));
+        trace_f32(t, ST_PHASE_ENV, ST_TK_REWARD, t->r_reward + o, 1, B);
         for (int b = 0; b < B; b++) {
             rsum += t->r_reward[o + b];
             vsum += t->r_value[o + b];
@@ -175,6 +203,7 @@ static int rollout(st_trainer *t, st_update_stats *s) {
             }
         }
     }
+    if (t->trace) st_trace_position(t->trace, ST_PHASE_ACT, T); /* the bootstrap forward */
     ST_TRY(forward_windows(t, B, t->env.inst, t->env.bar, t->ctx));
     memcpy(t->last_value, t->value, sizeof(float) * B);
     t->env_steps += (long)T * B;
@@ -231,13 +260,36 @@ static double explained_variance(const float *value, const float *ret, int n) {
     return vr > 0 ? 1 - vd / vr : 0;
 }
 
+/* The tracer's view of the step's start: weights and moments. */
+static void trace_step_entry(st_trainer *t) {
+    st_trace *tr = t->trace;
+    if (!tr) return;
+    st_trace_begin_step(tr, t->update);
+    st_trace_params(tr, ST_PHASE_STEP_ENTRY, ST_TK_PARAM, &t->table, t->w);
+    st_trace_params(tr, ST_PHASE_STEP_ENTRY, ST_TK_ADAM_M, &t->table, t->adam_m);
+    st_trace_params(tr, ST_PHASE_STEP_ENTRY, ST_TK_ADAM_V, &t->table, t->adam_v);
+}
+
+static void trace_optim(st_trainer *t) {
+    st_trace *tr = t->trace;
+    if (!tr) return;
+    st_trace_params(tr, ST_PHASE_OPTIM, ST_TK_ADAM_M, &t->table, t->adam_m);
+    st_trace_params(tr, ST_PHASE_OPTIM, ST_TK_ADAM_V, &t->table, t->adam_v);
+    st_trace_params(tr, ST_PHASE_OPTIM, ST_TK_PARAM, &t->table, t->w);
+}
+
 int st_trainer_update(st_trainer *t, st_update_stats *s) {
     const st_train_config *c = &t->cfg;
     const st_dims *d = &c->dims;
+    st_trace *tr = t->trace;
     double t0 = now_seconds();
     memset(s, 0, sizeof *s);
+    trace_step_entry(t);
     ST_TRY(rollout(t, s));
     st_gae(d->T, d->B, t->r_reward, t->r_value, t->r_done, t->last_value, c->gamma, c->gae_lambda, t->adv, t->ret);
+    if (tr) st_trace_position(tr, ST_PHASE_TRAIN, -1);
+    trace_f32(t, ST_PHASE_TRAIN, ST_TK_GAE_ADV, t->adv, d->T, d->B);
+    trace_f32(t, ST_PHASE_TRAIN, ST_TK_GAE_RET, t->ret, d->T, d->B);
     s->explained_var = explained_variance(t->r_value, t->ret, t->N);
 
     st_sched_kind kind;
@@ -252,19 +304,33 @@ int st_trainer_update(st_trainer *t, st_update_stats *s) {
         st_ppo_stats acc = {0};
         for (int b = 0; b < c->minibatches; b++) {
             gather(t, t->perm + (size_t)b * t->mb);
+            if (tr) st_trace_position(tr, ST_PHASE_TRAIN, e * c->minibatches + b);
+            trace_f32(t, ST_PHASE_TRAIN, ST_TK_MB_ADV, t->mb_adv, 1, t->mb);
             ST_TRY(forward_windows(t, t->mb, t->mb_inst, t->mb_bar, t->mb_ctx));
             st_ppo_stats ls;
             st_ppo_loss(t->mb, d->A, t->logits, d->A, t->mb_action, t->mb_logp, t->mb_adv, t->value, t->mb_value,
                         t->mb_ret, &k, &ls, t->dlogits, d->A, t->dvalue);
+            if (tr) {
+                double terms[6] = {ls.loss, ls.policy, ls.value, ls.entropy, ls.approx_kl, ls.clipfrac};
+                st_trace_tensor_f64v(tr, ST_PHASE_TRAIN, ST_TK_LOSS, 0, terms, 6);
+                ls = (st_ppo_stats){terms[0], terms[1], terms[2], terms[3], terms[4], terms[5]};
+                st_model_trace_saved(&t->model);
+            }
+            trace_f32(t, ST_PHASE_BWD, ST_TK_DLOGITS, t->dlogits, t->mb, d->A);
+            trace_f32(t, ST_PHASE_BWD, ST_TK_DVALUE, t->dvalue, 1, t->mb);
             memset(t->g, 0, sizeof(float) * t->table.total);
             st_model_backward(&t->model, t->dlogits, d->A, t->dvalue, NULL, 0);
+            if (tr) st_trace_params(tr, ST_PHASE_GRAD, ST_TK_PARAM, &t->table, t->g);
             double gn = st_grad_norm(t->table.total, t->g);
-            ST_REQUIRE(isfinite(gn) && isfinite(ls.loss), ST_ERR_NUMERIC,
+            if (tr) st_trace_tensor_f64v(tr, ST_PHASE_GRAD, ST_TK_GRAD_NORM, 0, &gn, 1);
+            /* Under a tracer a non-finite value is its business (it names the first label). */
+            ST_REQUIRE((tr && tr->mode != ST_TRACE_OFF) || (isfinite(gn) && isfinite(ls.loss)), ST_ERR_NUMERIC,
                        "update %ld epoch %d minibatch %d: non-finite loss %g or gradient norm %g", t->update + 1, e,
                        b, ls.loss, gn);
             if (gn > c->max_grad_norm) st_grad_scale(t->table.total, t->g, c->max_grad_norm / gn);
             st_adamw_step(&t->table, t->w, t->g, t->adam_m, t->adam_v, &h, t->update * c->epochs * c->minibatches +
                                                                                  steps + 1);
+            trace_optim(t);
             gn_sum += gn;
             steps++;
             acc.loss += ls.loss, acc.policy += ls.policy, acc.value += ls.value, acc.entropy += ls.entropy;

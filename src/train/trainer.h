@@ -13,7 +13,14 @@
  * (u*T + t)*B + b); epoch e's minibatch permutation draws from
  * Philox(seed, MINIBATCH, (u*E + e)*N + i). Resuming from a checkpoint of
  * (weights, moments, environment state, update counter) continues
- * bit-identically. */
+ * bit-identically.
+ *
+ * NaN/Inf tracer (trace/trace.h): with a tracer attached the update calls
+ * its hooks at every labelled tensor, in execution order (step_entry, then
+ * per rollout step env/act, then GAE and per minibatch train, saved, bwd,
+ * grad, optim), and a non-finite loss or gradient norm no longer aborts the
+ * update: the tracer's driver (trace/guard.h) decides. Without one (the
+ * default) each hook is a NULL check. */
 #ifndef ST_TRAINER_H
 #define ST_TRAINER_H
 
@@ -25,6 +32,8 @@
 #include "model/params.h"
 #include "train/ppo_loss.h"
 #include "train/train_config.h"
+
+struct st_trace;
 
 typedef struct {
     long update;        /* 1-based number of the update just done */
@@ -60,13 +69,22 @@ typedef struct {
     /* minibatch / action-step scratch */
     int *perm, *mb_inst, *mb_bar, *mb_action;
     float *mb_ctx, *mb_logp, *mb_adv, *mb_value, *mb_ret;
-    float *win;   /* [max(B, mb) * K, F + C] */
+    float *win;   /* [max(B, mb) * K, F + C], row stride win_stride */
+    int win_stride; /* F + C, wider under poisoned padding */
+    int pad;        /* poisoned padding of the window and the model's activations (0: none) */
+    struct st_trace *trace; /* NaN/Inf tracer; NULL: off */
     float *logits, *value, *dlogits, *dvalue;
 } st_trainer;
 
 /* Builds the model, optimiser state and environments on the training split
  * of m (which must outlive t); weights initialised from cfg->seed. */
 int st_trainer_init(st_trainer *t, const st_train_config *cfg, const st_market *m);
+/* The same with the window and every model activation pad elements wider
+ * than their rows, the gap holding the tracer's tagged NaN (poisoned
+ * padding, DESIGN section 8); pad = 0 is st_trainer_init. */
+int st_trainer_init_padded(st_trainer *t, const st_train_config *cfg, const st_market *m, int pad);
+/* Attaches a tracer (NULL detaches) to the trainer and its model. */
+void st_trainer_set_trace(st_trainer *t, struct st_trace *tr);
 void st_trainer_free(st_trainer *t);
 /* One rollout and PPO update. */
 int st_trainer_update(st_trainer *t, st_update_stats *s);

@@ -15,18 +15,20 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/run_setup.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "report/tboard.h"
 #include "trace/guard.h"
 #include "trace/trace.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "train/trainer_cuda.h"
 
 static const st_flag extra_flags[] = {
     ST_DIMS_FLAGS,
     {"out", "RUNDIR", "run folder: checkpoints, metrics.jsonl, config.json (runs/train)"},
     {"resume", "CKPT", "continue the run of this checkpoint (bit-identical)"},
-    {"device", "cpu|cuda", "backend (cpu; the CUDA backend is not built yet)"},
+    {"device", "cpu|cuda", "backend (cpu; cuda: model, loss and optimiser on the GPU, environment on the CPU)"},
     {"quiet", NULL, "no progress lines"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
     {"trace", "off|sentinel|full", "NaN/Inf tracer: off, sentinel (scalar checks, replay on a trip), full scans"},
@@ -172,8 +174,12 @@ static int train(const st_args *a, st_train_config *cfg) {
     const char *out = st_args_str(a, "out", "runs/train");
     const char *resume = st_args_str(a, "resume", NULL);
     const char *device = st_args_str(a, "device", "cpu");
-    ST_REQUIRE(strcmp(device, "cpu") == 0, ST_ERR_INPUT,
-               "--device %s: only the cpu backend is built so far (the CUDA backend is issue 6)", device);
+    ST_REQUIRE(strcmp(device, "cpu") == 0 || strcmp(device, "cuda") == 0, ST_ERR_INPUT,
+               "--device %s: expected cpu or cuda", device);
+    int gpu = strcmp(device, "cuda") == 0;
+    ST_REQUIRE(!gpu || st_cuda_devices() > 0, ST_ERR_INPUT, "--device cuda: %s", st_cuda_describe());
+    ST_REQUIRE(!gpu || (strcmp(st_args_str(a, "trace", "off"), "off") == 0 && !st_args_has(a, "poison-padding")),
+               ST_ERR_INPUT, "--device cuda: the tracer runs on the cpu backend only so far (use --device cpu)");
     st_safetensors ck = {0};
     if (resume) {
         ST_TRY(st_safetensors_open(resume, &ck));
@@ -186,16 +192,22 @@ static int train(const st_args *a, st_train_config *cfg) {
     }
     int rc = st_run_apply_args(a, cfg);
     st_market m = {0};
-    st_trainer t = {0};
+    st_trainer cpu_t = {0};
+    st_cuda_trainer gpu_t;
+    memset(&gpu_t, 0, sizeof gpu_t);
+    /* The GPU trainer keeps a host trainer (config, environments, counters,
+     * host copies of the weights for checkpoints): t is that one or the CPU's. */
+    st_trainer *t = gpu ? &gpu_t.host : &cpu_t;
     FILE *mf = NULL;
     st_tboard *tb = NULL;
     if (rc == ST_OK) rc = st_train_config_validate(cfg);
     if (rc == ST_OK) rc = st_run_market(cfg, &m, !st_args_has(a, "quiet"));
     int pad = st_args_has(a, "poison-padding") ? ST_TRACE_POISON_PAD : 0;
-    if (rc == ST_OK) rc = st_trainer_init_padded(&t, cfg, &m, pad);
-    if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, &t);
+    if (rc == ST_OK) rc = gpu ? st_cuda_trainer_init(&gpu_t, cfg, &m) : st_trainer_init_padded(t, cfg, &m, pad);
+    if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, t);
+    if (rc == ST_OK && resume && gpu) rc = st_cuda_trainer_push_host(&gpu_t);
     run_trace rt = {0};
-    if (rc == ST_OK) rc = trace_setup(a, &t, &rt);
+    if (rc == ST_OK && !gpu) rc = trace_setup(a, t, &rt);
     st_safetensors_close(&ck);
     char path[1200];
     if (rc == ST_OK) {
@@ -217,14 +229,15 @@ static int train(const st_args *a, st_train_config *cfg) {
     if (rc == ST_OK && !quiet)
         printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s, "
                "trace %s%s%s\n",
-               cfg->preset, t.table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t.update, out,
+               cfg->preset, t->table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t->update, out,
                st_args_str(a, "trace", "off"), pad ? ", poisoned padding" : "", rt.on && rt.tr.inject.armed ? ", injection armed" : "");
-    long first = t.update, todo = cfg->updates - t.update;
+    if (rc == ST_OK && !quiet && gpu) printf("device: %s\n", st_cuda_describe());
+    long first = t->update, todo = cfg->updates - t->update;
     if (cfg->stop_after > 0 && cfg->stop_after < todo) todo = cfg->stop_after;
     double elapsed = 0;
     for (long i = 0; rc == ST_OK && i < todo; i++) {
         st_update_stats s;
-        rc = rt.on ? st_trace_guard_update(&rt.g, &s) : st_trainer_update(&t, &s);
+        rc = gpu ? st_cuda_trainer_update(&gpu_t, &s) : rt.on ? st_trace_guard_update(&rt.g, &s) : st_trainer_update(t, &s);
         if (rc == ST_ERR_NUMERIC && rt.on && rt.tr.tripped) {
             if (!quiet) progress_line(&s, cfg, st_trace_status(&rt.tr));
             rc = trace_trip(a, &rt, out, rc);
@@ -234,16 +247,20 @@ static int train(const st_args *a, st_train_config *cfg) {
         metrics_jsonl(mf, &s);
         tensorboard(tb, &s, cfg);
         if (!quiet) progress_line(&s, cfg, st_trace_status(rt.on ? &rt.tr : NULL));
-        if (!quiet) progress_bar(t.update - first, todo, elapsed);
-        if (cfg->checkpoint_every > 0 && t.update % cfg->checkpoint_every == 0 && i + 1 < todo)
-            rc = save(&t, out, 1);
+        if (!quiet) progress_bar(t->update - first, todo, elapsed);
+        if (cfg->checkpoint_every > 0 && t->update % cfg->checkpoint_every == 0 && i + 1 < todo) {
+            if (gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
+            if (rc == ST_OK) rc = save(t, out, 1);
+        }
     }
-    if (rc == ST_OK) rc = save(&t, out, 1);
-    if (rc == ST_OK && !quiet) printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t.update);
+    if (rc == ST_OK && gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
+    if (rc == ST_OK) rc = save(t, out, 1);
+    if (rc == ST_OK && !quiet) printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t->update);
     trace_free(&rt);
     if (mf) fclose(mf);
     if (tb) st_tboard_close(tb);
-    st_trainer_free(&t);
+    if (gpu) st_cuda_trainer_free(&gpu_t);
+    else st_trainer_free(&cpu_t);
     st_market_free(&m);
     return rc;
 }

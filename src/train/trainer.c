@@ -215,7 +215,7 @@ static int rollout(st_trainer *t, st_update_stats *s) {
 }
 
 /* Fisher-Yates over 0..N-1 from a counter-based stream. */
-static void permutation(st_trainer *t, int epoch) {
+void st_trainer_permutation(st_trainer *t, int epoch) {
     int N = t->N;
     uint64_t base = ((uint64_t)t->update * (uint64_t)t->cfg.epochs + (uint64_t)epoch) * (uint64_t)N;
     for (int i = 0; i < N; i++) t->perm[i] = i;
@@ -248,7 +248,7 @@ static void gather(st_trainer *t, const int *idx) {
     for (int i = 0; i < t->mb; i++) t->mb_adv[i] = (float)((t->adv[idx[i]] - mean) / sd);
 }
 
-static double explained_variance(const float *value, const float *ret, int n) {
+double st_explained_variance(const float *value, const float *ret, int n) {
     double mr = 0, md = 0;
     for (int i = 0; i < n; i++) mr += ret[i], md += ret[i] - value[i];
     mr /= n, md /= n;
@@ -290,7 +290,7 @@ int st_trainer_update(st_trainer *t, st_update_stats *s) {
     if (tr) st_trace_position(tr, ST_PHASE_TRAIN, -1);
     trace_f32(t, ST_PHASE_TRAIN, ST_TK_GAE_ADV, t->adv, d->T, d->B);
     trace_f32(t, ST_PHASE_TRAIN, ST_TK_GAE_RET, t->ret, d->T, d->B);
-    s->explained_var = explained_variance(t->r_value, t->ret, t->N);
+    s->explained_var = st_explained_variance(t->r_value, t->ret, t->N);
 
     st_sched_kind kind;
     st_sched_parse(c->schedule, &kind);
@@ -300,7 +300,7 @@ int st_trainer_update(st_trainer *t, st_update_stats *s) {
     double gn_sum = 0;
     int steps = 0;
     for (int e = 0; e < c->epochs; e++) {
-        permutation(t, e);
+        st_trainer_permutation(t, e);
         st_ppo_stats acc = {0};
         for (int b = 0; b < c->minibatches; b++) {
             gather(t, t->perm + (size_t)b * t->mb);

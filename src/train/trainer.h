@@ -89,6 +89,13 @@ void st_trainer_free(st_trainer *t);
 /* One rollout and PPO update. */
 int st_trainer_update(st_trainer *t, st_update_stats *s);
 
+/* Epoch e's minibatch permutation of the rollout into t->perm:
+ * Fisher-Yates with Philox(seed, MINIBATCH, (u*E + e)*N + i). Shared by the
+ * CPU and GPU trainers so both visit the same minibatches. */
+void st_trainer_permutation(st_trainer *t, int epoch);
+/* 1 - Var(ret - value) / Var(ret) (0 when Var(ret) is 0). */
+double st_explained_variance(const float *value, const float *ret, int n);
+
 /* Actions of n windows from their logits: greedy (argmax) or sampled with
  * the uniforms u[i] in [0, 1). logp[i] (may be NULL) = log pi(action). */
 void st_select_actions(int n, int A, const float *logits, const double *u, int greedy, int *action, float *logp);

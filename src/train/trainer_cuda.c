@@ -192,33 +192,6 @@ static int rollout(st_cuda_trainer *t, st_update_stats *s) {
     return ST_OK;
 }
 
-/* The CPU trainer's Fisher-Yates permutation of epoch e (the same draws:
- * Philox(seed, MINIBATCH, (u*E + e)*N + i)), into h->perm. */
-static void permutation(st_trainer *h, int epoch) {
-    int N = h->N;
-    uint64_t base = ((uint64_t)h->update * (uint64_t)h->cfg.epochs + (uint64_t)epoch) * (uint64_t)N;
-    for (int i = 0; i < N; i++) h->perm[i] = i;
-    for (int i = N - 1; i > 0; i--) {
-        st_philox4 r = st_philox_draw((uint64_t)h->cfg.seed, ST_STREAM_MINIBATCH, base + (uint64_t)i);
-        int j = (int)(((uint64_t)r.v[0] * (uint64_t)(i + 1)) >> 32);
-        int tmp = h->perm[i];
-        h->perm[i] = h->perm[j];
-        h->perm[j] = tmp;
-    }
-}
-
-static double explained_variance(const float *value, const float *ret, int n) {
-    double mr = 0, md = 0;
-    for (int i = 0; i < n; i++) mr += ret[i], md += ret[i] - value[i];
-    mr /= n, md /= n;
-    double vr = 0, vd = 0;
-    for (int i = 0; i < n; i++) {
-        vr += (ret[i] - mr) * (ret[i] - mr);
-        vd += (ret[i] - value[i] - md) * (ret[i] - value[i] - md);
-    }
-    return vr > 0 ? 1 - vd / vr : 0;
-}
-
 /* The rollout's actions, old log-probabilities and values, advantages and
  * returns go up (the pairs and contexts went up step by step). */
 static int upload_rollout(st_cuda_trainer *t) {
@@ -291,7 +264,7 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
     memset(s, 0, sizeof *s);
     ST_TRY(rollout(t, s));
     st_gae(d->T, d->B, h->r_reward, h->r_value, h->r_done, h->last_value, c->gamma, c->gae_lambda, h->adv, h->ret);
-    s->explained_var = explained_variance(h->r_value, h->ret, h->N);
+    s->explained_var = st_explained_variance(h->r_value, h->ret, h->N);
     ST_TRY(upload_rollout(t));
 
     st_sched_kind kind;
@@ -301,7 +274,7 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
     st_ppo_coefs pc = {c->clip, c->value_clip, c->vf_coef, c->ent_coef};
     long step0 = h->update * c->epochs * c->minibatches;
     for (int e = 0; e < c->epochs; e++) {
-        permutation(h, e);
+        st_trainer_permutation(h, e);
         /* synchronous: the previous epoch's gathers have read perm */
         ST_TRY(up(t->perm, h->perm, sizeof(int) * (size_t)h->N));
         for (int b = 0; b < c->minibatches; b++) {

@@ -14,6 +14,7 @@
 
 #ifdef ST_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 #define CUDA_TEST_BEGIN()                                                                                       \
     do {                                                                                                        \
@@ -42,6 +43,62 @@ static inline void dev_download(float *host, const float *dev, size_t n) {
     cudaMemcpy(host, dev, sizeof(float) * n, cudaMemcpyDeviceToHost);
 }
 static inline void dev_free(void *d) { cudaFree(d); }
+/* bytes of device memory, a copy of host when it is not NULL. */
+static inline void *dev_bytes(const void *host, size_t bytes) {
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
+    if (host) cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
+    return d;
+}
+/* A new host array holding n floats of device memory. */
+static inline float *dev_download_new(const float *d, size_t n) {
+    float *h = malloc(sizeof(float) * (n + 1));
+    dev_download(h, d, n);
+    return h;
+}
+
+/* The bits dev_poisoned writes: a NaN an output must never keep. */
+#define POISON_BITS 0xFFFFFFFFu
+static inline float poison(void) {
+    uint32_t u = POISON_BITS;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline int is_poison(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u == POISON_BITS;
+}
+static inline float *host_poisoned(size_t n) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    for (size_t i = 0; i < n; i++) p[i] = poison();
+    return p;
+}
+static inline float *host_copy(const float *src, size_t n) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    memcpy(p, src, sizeof(float) * n);
+    return p;
+}
+
+/* norm(gpu - cpu) / norm(cpu - init) over a rows x cols block (row stride
+ * `stride`): the error of an accumulated result (parameter gradients are
+ * added to) relative to what was added to it. +Inf on a NaN. */
+static inline double rel_err_added_rows(const float *gpu, const float *cpu, const float *init, int rows, int cols,
+                                        int stride) {
+    double d = 0, s = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            size_t k = (size_t)r * stride + c;
+            if (gpu[k] != gpu[k]) return INFINITY;
+            d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
+            s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
+        }
+    return s > 0 ? sqrt(d / s) : sqrt(d);
+}
+static inline double rel_err_added(const float *gpu, const float *cpu, const float *init, size_t n) {
+    return rel_err_added_rows(gpu, cpu, init, 1, (int)n, (int)n);
+}
 #else
 #define CUDA_TEST_BEGIN()                                                                                       \
     do {                                                                                                        \

@@ -24,14 +24,6 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
 /* rows x stride of poison with N(0, scale^2) values in columns [off, off + width). */
 static float *host_slice(int rows, int width, int stride, int off, float scale, uint64_t seed, uint32_t salt) {
     float *p = malloc(sizeof(float) * ((size_t)rows * stride + 1));
@@ -42,25 +34,6 @@ static float *host_slice(int rows, int width, int stride, int off, float scale, 
             p[(size_t)r * stride + c] = c >= off && c < off + width ? v[(size_t)r * width + c - off] : poison();
     free(v);
     return p;
-}
-
-static float *host_copy(const float *src, size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
-
-static float *host_poisoned(size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    for (size_t i = 0; i < n; i++)
-        p[i] = poison();
-    return p;
-}
-
-static float *dev_download_new(const float *d, size_t n) {
-    float *h = malloc(sizeof(float) * (n + 1));
-    dev_download(h, d, n);
-    return h;
 }
 
 /* Values outside columns [off, off + width) whose poison bits were overwritten. */
@@ -74,18 +47,6 @@ static long outside_written(const float *h, int rows, int width, int stride, int
             n += u != POISON_BITS;
         }
     return n;
-}
-
-/* norm(gpu - cpu) / norm(cpu - init) over n values: the error of an
- * accumulated result relative to what was added to it. +Inf on a NaN. */
-static double rel_err_added(const float *gpu, const float *cpu, const float *init, size_t n) {
-    double d = 0, s = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (gpu[k] != gpu[k]) return INFINITY;
-        d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
-        s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
-    }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }

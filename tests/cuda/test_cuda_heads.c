@@ -23,45 +23,12 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
-static int is_poison(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u == POISON_BITS;
-}
-
-static float *host_poisoned(size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    for (size_t i = 0; i < n; i++)
-        p[i] = poison();
-    return p;
-}
-
 static float *host_randn(size_t n, float scale, float shift, uint64_t seed, uint32_t salt) {
     float *p = malloc(sizeof(float) * (n + 1));
     st_gc_randnf(p, (long)n, scale, seed, salt);
     for (size_t i = 0; i < n; i++)
         p[i] += shift;
     return p;
-}
-
-static float *host_copy(const float *src, size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
-
-static float *dev_download_new(const float *d, size_t n) {
-    float *h = malloc(sizeof(float) * (n + 1));
-    dev_download(h, d, n);
-    return h;
 }
 
 /* A window-shaped buffer: n windows of K rows of `stride` values, poison
@@ -87,20 +54,6 @@ static long outside_written(const float *h, int n, int K, int stride, int col, i
                 bad += !is_poison(h[((size_t)b * K + k) * stride + j]);
             }
     return bad;
-}
-
-/* norm(gpu - cpu) / norm(cpu - init) over rows x cols at row stride `stride`:
- * the error of an accumulated result relative to what was added. */
-static double rel_err_added(const float *gpu, const float *cpu, const float *init, int rows, int cols, int stride) {
-    double d = 0, s = 0;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            size_t k = (size_t)r * stride + c;
-            if (gpu[k] != gpu[k]) return INFINITY;
-            d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
-            s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
-        }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
@@ -234,13 +187,13 @@ static void heads_case_run(const heads_case *c, uint64_t seed) {
     const float *dul = o[0].du + (size_t)(K - 1) * h.us, *cdul = du + (size_t)(K - 1) * h.us;
     PARITY("du_last", rel_err_rows(dul, K * h.us, cdul, K * h.us, n, D), 1e-4);
     size_t at = (size_t)(K - 1) * h.ws + F;
-    double edc = c->dc_acc ? rel_err_added(o[0].dc + at, dc + at, h.dc0 + at, n, C, K * h.ws)
+    double edc = c->dc_acc ? rel_err_added_rows(o[0].dc + at, dc + at, h.dc0 + at, n, C, K * h.ws)
                            : rel_err_rows(o[0].dc + at, K * h.ws, dc + at, K * h.ws, n, C);
     PARITY(c->dc_acc ? "dc (+=)" : "dc", edc, 1e-4);
     for (int k = 0; k < NP; k++) {
         char label[32];
         snprintf(label, sizeof label, "d%s (+=)", PNAME[k]);
-        PARITY(label, rel_err_added(o[0].g[k], g[k], h.g0[k], 1, (int)h.cnt[k], (int)h.cnt[k]), 1e-4);
+        PARITY(label, rel_err_added_rows(o[0].g[k], g[k], h.g0[k], 1, (int)h.cnt[k], (int)h.cnt[k]), 1e-4);
     }
 #undef PARITY
     long gdu = outside_written(o[0].du, n, K, h.us, 0, D);

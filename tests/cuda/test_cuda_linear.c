@@ -23,14 +23,6 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
 /* rows x width N(0, scale^2) values at row stride `stride`, poison in the gap. */
 static float *host_rows(int rows, int width, int stride, float scale, uint64_t seed, uint32_t salt) {
     float *p = malloc(sizeof(float) * ((size_t)rows * stride + 1));
@@ -40,19 +32,6 @@ static float *host_rows(int rows, int width, int stride, float scale, uint64_t s
         for (int c = 0; c < stride; c++)
             p[(size_t)r * stride + c] = c < width ? v[(size_t)r * width + c] : poison();
     free(v);
-    return p;
-}
-
-static float *host_copy(const float *src, size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
-
-static float *host_poisoned(size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    for (size_t i = 0; i < n; i++)
-        p[i] = poison();
     return p;
 }
 
@@ -66,21 +45,6 @@ static long gap_written(const float *h, int rows, int width, int stride) {
             n += u != POISON_BITS;
         }
     return n;
-}
-
-/* norm(gpu - cpu) / norm(cpu - init) over a rows x cols block (row stride
- * `stride` in all three): the error of an accumulated result relative to
- * what was added to it. +Inf on a NaN. */
-static double rel_err_added(const float *gpu, const float *cpu, const float *init, int rows, int cols, int stride) {
-    double d = 0, s = 0;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            size_t k = (size_t)r * stride + c;
-            if (gpu[k] != gpu[k]) return INFINITY;
-            d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
-            s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
-        }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
 }
 
 typedef struct {
@@ -148,13 +112,13 @@ static void run_case(const lin_case *c, uint64_t seed) {
     snprintf(what, sizeof what, "%s y", c->name);
     CHECK_PARITY(what, rel_err_rows(g[0].y, h.ys, y, h.ys, c->rows, c->out), 1e-5);
     snprintf(what, sizeof what, c->dx_acc ? "%s dx (+=)" : "%s dx", c->name);
-    double edx = c->dx_acc ? rel_err_added(g[0].dx, dx, h.dx0, c->rows, c->in, h.dxs)
+    double edx = c->dx_acc ? rel_err_added_rows(g[0].dx, dx, h.dx0, c->rows, c->in, h.dxs)
                            : rel_err_rows(g[0].dx, h.dxs, dx, h.dxs, c->rows, c->in);
     CHECK_PARITY(what, edx, 1e-4);
     snprintf(what, sizeof what, "%s dW (+=)", c->name);
-    CHECK_PARITY(what, rel_err_added(g[0].dW, dW, h.dW0, c->out, c->in, c->in), 1e-4);
+    CHECK_PARITY(what, rel_err_added_rows(g[0].dW, dW, h.dW0, c->out, c->in, c->in), 1e-4);
     snprintf(what, sizeof what, "%s db (+=)", c->name);
-    CHECK_PARITY(what, rel_err_added(g[0].db, db, h.db0, 1, c->out, c->out), 1e-4);
+    CHECK_PARITY(what, rel_err_added_rows(g[0].db, db, h.db0, 1, c->out, c->out), 1e-4);
     long gy = gap_written(g[0].y, c->rows, c->out, h.ys), gdx = gap_written(g[0].dx, c->rows, c->in, h.dxs);
     CHECK(gy == 0 && gdx == 0, "%s: %ld gap values of y and %ld of dx were written", c->name, gy, gdx);
     CHECK(same_bits(g[0].y, g[1].y, ny) && same_bits(g[0].dx, g[1].dx, ndx) && same_bits(g[0].dW, g[1].dW, nW) &&

@@ -28,39 +28,6 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
-static int is_poison(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u == POISON_BITS;
-}
-
-static float *host_poisoned(size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    for (size_t i = 0; i < n; i++)
-        p[i] = poison();
-    return p;
-}
-
-static float *host_copy(const float *src, size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
-
-static float *dev_download_new(const float *d, size_t n) {
-    float *h = malloc(sizeof(float) * (n + 1));
-    dev_download(h, d, n);
-    return h;
-}
-
 /* rows x width random values (scale, shift) at row stride `stride`, the gap poison. */
 static float *host_rows(int rows, int width, int stride, float scale, float shift, uint64_t seed, uint32_t salt) {
     float *p = host_poisoned((size_t)rows * stride), *v = malloc(sizeof(float) * ((size_t)rows * width + 1));
@@ -79,18 +46,6 @@ static long gap_written(const float *h, int rows, int width, int stride) {
         for (int c = width; c < stride; c++)
             bad += !is_poison(h[(size_t)r * stride + c]);
     return bad;
-}
-
-/* norm(gpu - cpu) / norm(cpu - init): the error of an accumulated result
- * relative to what was added. */
-static double rel_err_added(const float *gpu, const float *cpu, const float *init, size_t n) {
-    double d = 0, s = 0;
-    for (size_t k = 0; k < n; k++) {
-        if (gpu[k] != gpu[k]) return INFINITY;
-        d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
-        s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
-    }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }

@@ -24,14 +24,6 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
 /* rows x width N(0, scale^2) values at row stride `stride`, poison in the gap. */
 static float *host_rows(int rows, int width, int stride, float scale, uint64_t seed, uint32_t salt) {
     float *p = malloc(sizeof(float) * ((size_t)rows * stride + 1));
@@ -44,25 +36,6 @@ static float *host_rows(int rows, int width, int stride, float scale, uint64_t s
     return p;
 }
 
-static float *host_copy(const float *src, size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
-
-static float *host_poisoned(size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    for (size_t i = 0; i < n; i++)
-        p[i] = poison();
-    return p;
-}
-
-static float *dev_download_new(const float *d, size_t n) {
-    float *h = malloc(sizeof(float) * (n + 1));
-    dev_download(h, d, n);
-    return h;
-}
-
 /* Gap values (columns width..stride-1) whose poison bits were overwritten. */
 static long gap_written(const float *h, int rows, int width, int stride) {
     long n = 0;
@@ -73,21 +46,6 @@ static long gap_written(const float *h, int rows, int width, int stride) {
             n += u != POISON_BITS;
         }
     return n;
-}
-
-/* norm(gpu - cpu) / norm(cpu - init) over a rows x cols block (row stride
- * `stride` in all three): the error of an accumulated result relative to
- * what was added to it. +Inf on a NaN. */
-static double rel_err_added(const float *gpu, const float *cpu, const float *init, int rows, int cols, int stride) {
-    double d = 0, s = 0;
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) {
-            size_t k = (size_t)r * stride + c;
-            if (gpu[k] != gpu[k]) return INFINITY;
-            d += ((double)gpu[k] - cpu[k]) * ((double)gpu[k] - cpu[k]);
-            s += ((double)cpu[k] - init[k]) * ((double)cpu[k] - init[k]);
-        }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
@@ -163,11 +121,11 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
     parity(c->name, "LN y", rel_err_rows(g[0].y, h.ys, y, h.ys, c->rows, c->n), 1e-5);
     parity(c->name, "LN mean", rel_err(g[0].mean, mean, c->rows), 1e-5);
     parity(c->name, "LN rstd", rel_err(g[0].rstd, rstd, c->rows), 1e-5);
-    double edx = c->dx_acc ? rel_err_added(g[0].dx, dx, h.dx0, c->rows, c->n, h.dxs)
+    double edx = c->dx_acc ? rel_err_added_rows(g[0].dx, dx, h.dx0, c->rows, c->n, h.dxs)
                            : rel_err_rows(g[0].dx, h.dxs, dx, h.dxs, c->rows, c->n);
     parity(c->name, c->dx_acc ? "LN dx (+=)" : "LN dx", edx, 1e-4);
-    parity(c->name, "LN dw (+=)", rel_err_added(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
-    parity(c->name, "LN db (+=)", rel_err_added(g[0].db, db, h.db0, 1, c->n, c->n), 1e-4);
+    parity(c->name, "LN dw (+=)", rel_err_added_rows(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
+    parity(c->name, "LN db (+=)", rel_err_added_rows(g[0].db, db, h.db0, 1, c->n, c->n), 1e-4);
     long gy = gap_written(g[0].y, c->rows, c->n, h.ys), gdx = gap_written(g[0].dx, c->rows, c->n, h.dxs);
     CHECK(gy == 0 && gdx == 0, "LN %s: %ld gap values of y and %ld of dx were written", c->name, gy, gdx);
     int same = same_bits(g[0].y, g[1].y, ny) && same_bits(g[0].mean, g[1].mean, c->rows) &&
@@ -242,7 +200,7 @@ static void rms_case_run(const rms_case *c, uint64_t seed) {
     parity(c->name, "RMS rstd", rel_err(g[0].rstd, rstd, c->rows), 1e-5);
     parity(c->name, "RMS dy", rel_err_rows(g[0].dy, h.dys, dy, h.dys, c->rows, c->n), 1e-4);
     parity(c->name, "RMS dz", rel_err_rows(g[0].dz, h.dzs, dz, h.dzs, c->rows, c->n), 1e-4);
-    parity(c->name, "RMS dw (+=)", rel_err_added(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
+    parity(c->name, "RMS dw (+=)", rel_err_added_rows(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
     /* dz's row is as wide as z's, but only its first n columns are the op's. */
     long go = gap_written(g[0].out, c->rows, c->n, h.os), gdy = gap_written(g[0].dy, c->rows, c->n, h.dys);
     long gdz = gap_written(g[0].dz, c->rows, c->n, h.dzs);

@@ -37,37 +37,10 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
 static float *host_randn(size_t n, float scale, uint64_t seed, uint32_t salt) {
     float *p = malloc(sizeof(float) * (n + 1));
     st_gc_randnf(p, (long)n, scale, seed, salt);
     return p;
-}
-
-static float *host_copy(const float *src, size_t n) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    memcpy(p, src, sizeof(float) * n);
-    return p;
-}
-
-static float *dev_download_new(const float *d, size_t n) {
-    float *h = malloc(sizeof(float) * (n + 1));
-    dev_download(h, d, n);
-    return h;
-}
-
-static void *dev_bytes(const void *host, size_t bytes) {
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    if (host) cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
-    return d;
 }
 
 static int same_bits(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }

@@ -21,25 +21,10 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static const uint32_t POISON_BITS = 0xFFFFFFFFu; /* what dev_poisoned writes */
-
-static float poison(void) {
-    float f;
-    memcpy(&f, &POISON_BITS, sizeof f);
-    return f;
-}
-
 typedef struct {
     const char *name;
     int B, K, F, C, n_inst, pad;
 } win_case;
-
-static void *dev_bytes(const void *host, size_t bytes) {
-    void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    if (host) cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
-    return d;
-}
 
 /* A market of n_inst instruments of 100 + 37 i bars of F random features. */
 static st_market make_market(const win_case *c, uint64_t seed) {

@@ -23,17 +23,6 @@ static const st_flag extra_flags[] = {
 };
 #define N_EXTRA (int)(sizeof extra_flags / sizeof extra_flags[0])
 
-static st_flag *all_flags(int *n) {
-    int np = st_train_param_count();
-    st_flag *f = calloc((size_t)(np + N_EXTRA), sizeof *f);
-    for (int i = 0; i < N_EXTRA; i++)
-        f[i] = extra_flags[i];
-    for (int i = 0; i < np; i++)
-        f[N_EXTRA + i] = (st_flag){st_train_param_flag(i), "V", st_train_param_help(i)};
-    *n = np + N_EXTRA;
-    return f;
-}
-
 static int dump(const st_args *a, st_train_config *cfg) {
     const char *ckpt = st_args_str(a, "ckpt", NULL), *out = st_args_str(a, "out", "step_dump.safetensors");
     st_safetensors f = {0};
@@ -65,22 +54,8 @@ static int dump(const st_args *a, st_train_config *cfg) {
 }
 
 int st_cmd_dump(int argc, char **argv) {
-    int n;
-    st_flag *flags = all_flags(&n);
-    st_args a;
-    int rc = st_args_parse(argc, argv, flags, n, &a);
-    if (rc == ST_OK && a.help) {
-        st_args_usage(stdout, "dump",
-                      "Runs one training step with full NaN/Inf scans and writes every labelled tensor (inputs, "
-                      "activations, saved state, gradients, optimiser state) to one safetensors file.",
-                      flags, n);
-    } else if (rc == ST_OK) {
-        st_train_config cfg;
-        rc = st_train_config_default(&cfg, "tiny");
-        if (rc == ST_OK) rc = dump(&a, &cfg);
-        st_train_config_free(&cfg);
-    }
-    st_args_free(&a);
-    free(flags);
-    return rc;
+    return st_run_train_command(argc, argv, "dump",
+                                "Runs one training step with full NaN/Inf scans and writes every labelled tensor (inputs, "
+                                "activations, saved state, gradients, optimiser state) to one safetensors file.",
+                                extra_flags, N_EXTRA, dump);
 }

@@ -22,17 +22,6 @@ static const st_flag extra_flags[] = {
 };
 #define N_EXTRA (int)(sizeof extra_flags / sizeof extra_flags[0])
 
-static st_flag *all_flags(int *n) {
-    int np = st_train_param_count();
-    st_flag *f = calloc((size_t)(np + N_EXTRA), sizeof *f);
-    for (int i = 0; i < N_EXTRA; i++)
-        f[i] = extra_flags[i];
-    for (int i = 0; i < np; i++)
-        f[N_EXTRA + i] = (st_flag){st_train_param_flag(i), "V", st_train_param_help(i)};
-    *n = np + N_EXTRA;
-    return f;
-}
-
 /* Exit status: a run that could not run, a trip in a plain smoke, or (with
  * --inject) a run whose first label is not the injected one, fail. */
 static int verdict(const st_smoke_row *rows, int n, const char *inject) {
@@ -87,23 +76,9 @@ static int smoke(const st_args *a, st_train_config *cfg) {
 }
 
 int st_cmd_smoke(int argc, char **argv) {
-    int n;
-    st_flag *flags = all_flags(&n);
-    st_args a;
-    int rc = st_args_parse(argc, argv, flags, n, &a);
-    if (rc == ST_OK && a.help) {
-        st_args_usage(stdout, "smoke",
-                      "Trains --runs fresh models (seeds --seed .. --seed + runs - 1) for --steps updates with full "
-                      "NaN/Inf scans and names the first non-finite label of each run. Exit status 0 when every run "
-                      "is clean (with --inject: when every run names the injected label first), 4 otherwise.",
-                      flags, n);
-    } else if (rc == ST_OK) {
-        st_train_config cfg;
-        rc = st_train_config_default(&cfg, "tiny");
-        if (rc == ST_OK) rc = smoke(&a, &cfg);
-        st_train_config_free(&cfg);
-    }
-    st_args_free(&a);
-    free(flags);
-    return rc;
+    return st_run_train_command(argc, argv, "smoke",
+                                "Trains --runs fresh models (seeds --seed .. --seed + runs - 1) for --steps updates with full "
+                                "NaN/Inf scans and names the first non-finite label of each run. Exit status 0 when every run "
+                                "is clean (with --inject: when every run names the injected label first), 4 otherwise.",
+                                extra_flags, N_EXTRA, smoke);
 }

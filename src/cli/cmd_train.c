@@ -115,15 +115,6 @@ static void tensorboard(st_tboard *tb, const st_update_stats *s, const st_train_
     st_tboard_flush(tb);
 }
 
-static st_flag *all_flags(int *n) {
-    int np = st_train_param_count();
-    st_flag *f = calloc((size_t)(np + N_EXTRA), sizeof *f);
-    for (int i = 0; i < N_EXTRA; i++) f[i] = extra_flags[i];
-    for (int i = 0; i < np; i++) f[N_EXTRA + i] = (st_flag){st_train_param_flag(i), "V", st_train_param_help(i)};
-    *n = np + N_EXTRA;
-    return f;
-}
-
 static int save(const st_trainer *t, const char *out, int periodic) {
     char path[1200];
     if (periodic) {
@@ -266,20 +257,7 @@ static int train(const st_args *a, st_train_config *cfg) {
 }
 
 int st_cmd_train(int argc, char **argv) {
-    int n;
-    st_flag *flags = all_flags(&n);
-    st_args a;
-    int rc = st_args_parse(argc, argv, flags, n, &a);
-    if (rc == ST_OK && a.help) {
-        st_args_usage(stdout, "train",
-                      "Trains the agent with PPO. Without --data it uses the built-in synthetic market.", flags, n);
-    } else if (rc == ST_OK) {
-        st_train_config cfg;
-        rc = st_train_config_default(&cfg, "tiny");
-        if (rc == ST_OK) rc = train(&a, &cfg);
-        st_train_config_free(&cfg);
-    }
-    st_args_free(&a);
-    free(flags);
-    return rc;
+    return st_run_train_command(argc, argv, "train",
+                                "Trains the agent with PPO. Without --data it uses the built-in synthetic market.",
+                                extra_flags, N_EXTRA, train);
 }

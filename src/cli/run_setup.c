@@ -2,6 +2,7 @@
 #include "cli/run_setup.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -44,3 +45,25 @@ int st_split_parse(const char *name, int *split) {
 }
 
 const char *st_split_name(int split) { return split >= 0 && split < ST_SPLITS ? split_names[split] : "?"; }
+
+int st_run_train_command(int argc, char **argv, const char *cmd, const char *summary, const st_flag *extra,
+                         int n_extra, int (*run)(const st_args *a, st_train_config *cfg)) {
+    int np = st_train_param_count(), n = n_extra + np;
+    st_flag *flags = calloc((size_t)n, sizeof *flags);
+    ST_REQUIRE(flags, ST_ERR_MEMORY, "out of memory for the flag table");
+    for (int i = 0; i < n_extra; i++) flags[i] = extra[i];
+    for (int i = 0; i < np; i++) flags[n_extra + i] = (st_flag){st_train_param_flag(i), "V", st_train_param_help(i)};
+    st_args a;
+    int rc = st_args_parse(argc, argv, flags, n, &a);
+    if (rc == ST_OK && a.help) {
+        st_args_usage(stdout, cmd, summary, flags, n);
+    } else if (rc == ST_OK) {
+        st_train_config cfg;
+        rc = st_train_config_default(&cfg, "tiny");
+        if (rc == ST_OK) rc = run(&a, &cfg);
+        st_train_config_free(&cfg);
+    }
+    st_args_free(&a);
+    free(flags);
+    return rc;
+}

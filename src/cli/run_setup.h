@@ -15,6 +15,13 @@ int st_run_apply_args(const st_args *a, st_train_config *cfg);
  * --instruments, --bars; features for window K = cfg->dims.K. */
 int st_run_market(const st_train_config *cfg, st_market *m, int verbose);
 
+/* The body of a command that trains (train, smoke, dump): its flags are
+ * `extra` plus every training parameter (train_config.h); parses them,
+ * prints --help, or fills a training config (tiny preset unless the flags
+ * say otherwise) and calls run with it. */
+int st_run_train_command(int argc, char **argv, const char *cmd, const char *summary, const st_flag *extra,
+                         int n_extra, int (*run)(const st_args *a, st_train_config *cfg));
+
 /* "train", "validation", "test" <-> ST_SPLIT_*. */
 int st_split_parse(const char *name, int *split);
 const char *st_split_name(int split);

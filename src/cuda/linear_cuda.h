@@ -9,10 +9,18 @@
  * stream is a cudaStream_t (NULL: the default stream); functions return
  * ST_OK or ST_ERR_DEVICE (core/error.h) and do not synchronise.
  *
- * Products run through cuBLAS in plain fp32 (CUBLAS_DEFAULT_MATH, no TF32)
- * so that they stay within 1e-5 of the CPU op; one cuBLAS handle per device
- * is created on first use and kept for the life of the process. Column sums
- * (db) run in a fixed order: results are bit-identical from run to run. */
+ * Products run through cuBLAS, by default in plain fp32 (CUBLAS_DEFAULT_MATH,
+ * no TF32) so that they stay within 1e-5 of the CPU op, or in bf16 when
+ * st_cuda_set_matmul_precision says so (below). One cuBLAS handle per device
+ * is created on the first call (outside any stream capture) with its own
+ * 32 MiB workspace, and kept for the life of the process. Column sums (db)
+ * run in a fixed order: results are bit-identical from run to run.
+ *
+ * CUDA graphs: every call may be captured on a non-default stream (cuBLAS
+ * then uses the handle's workspace and allocates nothing; alpha and beta are
+ * host values recorded at capture). Make one uncaptured call per device
+ * first: it creates the handle. Calls on different streams must not run at
+ * the same time (they share the device's one workspace). */
 #ifndef ST_LINEAR_CUDA_H
 #define ST_LINEAR_CUDA_H
 
@@ -35,5 +43,24 @@ int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_str
 /* sum[c] += sum_r x[r, c] for c < cols, rows summed in a fixed order in
  * double (deterministic, stride-independent): the bias gradient. */
 int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *sum, void *stream);
+
+/* Matrix-product precision of every later st_cuda_gemm / linear call in
+ * this process (read when a call is enqueued, so a captured CUDA graph
+ * keeps the precision it was captured with):
+ *   ST_MATMUL_FP32  plain fp32 (the default; the parity path: 1e-5 forward,
+ *                   1e-4 gradients against the CPU)
+ *   ST_MATMUL_BF16  bf16 operands on the tensor cores with fp32
+ *                   accumulation and fp32 inputs/outputs in memory
+ *                   (cuBLAS compute type 32F_FAST_16BF): weights stay fp32
+ *                   masters, activations stay fp32 between ops; products
+ *                   within ~5e-3 relative of fp32 (issue 6 bound 2e-2).
+ *                   cuBLAS may still run a shape in TF32 or fp32 (the
+ *                   compute type allows, not forces, bf16). Bias adds and
+ *                   column sums (db) are not products: fp32/double in both.
+ * The setting is process-wide and not synchronised: change it between
+ * steps, from the thread that enqueues. Other values read as FP32. */
+typedef enum { ST_MATMUL_FP32 = 0, ST_MATMUL_BF16 = 1 } st_matmul_precision;
+void st_cuda_set_matmul_precision(st_matmul_precision p);
+st_matmul_precision st_cuda_matmul_precision(void);
 
 #endif

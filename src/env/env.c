@@ -57,21 +57,15 @@ static void *carve(st_carve *c, size_t bytes) {
     return p;
 }
 
-/* Lays out the arrays of e over c (a sizing pass when c->base is NULL). */
-static void layout(st_env *e, st_carve *c, int n_inst) {
-    size_t B = (size_t)e->B, ni = sizeof(int) * B, nd = sizeof(double) * B;
-    int **ints[] = {&e->inst, &e->bar,       &e->ep_start,    &e->ep_last, &e->ep_step,
-                    &e->pos,  &e->entry_bar, &e->prev_target, &e->trades,  &e->last_exit_bar};
-    double **dbls[] = {&e->entry, &e->r_unit,       &e->stop,        &e->atr_entry, &e->entry_cost_R, &e->mfe,
-                       &e->mae,   &e->money_risk,   &e->realized_R,  &e->equity_R,  &e->peak_R,       &e->prev_reward,
-                       &e->cash,  &e->equity_money, &e->step_reward, &e->last_ep_R, &e->last_ep_money};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        *ints[i] = carve(c, ni);
-    for (size_t i = 0; i < sizeof dbls / sizeof dbls[0]; i++)
-        *dbls[i] = carve(c, nd);
-    e->episode = carve(c, sizeof(uint32_t) * B);
-    e->active = carve(c, B);
-    e->start_cum = carve(c, sizeof(int64_t) * ((size_t)n_inst + 1));
+size_t st_env_layout(st_env *e, void *base, int n_inst) {
+    st_carve c = {(char *)base, 0};
+    size_t B = (size_t)e->B;
+#define ST_ENV_CARVE(f, type) e->f = carve(&c, sizeof(type) * B);
+    ST_ENV_ARRAYS(ST_ENV_CARVE)
+#undef ST_ENV_CARVE
+    e->start_cum = carve(&c, sizeof(int64_t) * ((size_t)n_inst + 1));
+    e->base = base;
+    return c.used;
 }
 
 /* Number of episode starts of instrument i in the split: bars with a successor. */
@@ -93,13 +87,10 @@ int st_env_create(st_env *e, const st_market *m, int B, const st_env_config *cfg
     e->m = m;
     e->B = B;
     e->Hn = cfg->H_norm > 0 ? cfg->H_norm : (cfg->H > 0 ? cfg->H : 256);
-    st_carve c = {NULL, 0};
-    layout(e, &c, m->n_inst);
-    e->block = calloc(1, c.used + 64);
-    ST_REQUIRE(e->block, ST_ERR_MEMORY, "environment: cannot allocate %zu bytes for B = %d", c.used, B);
-    c.base = (char *)(((uintptr_t)e->block + 63) & ~(uintptr_t)63);
-    c.used = 0;
-    layout(e, &c, m->n_inst);
+    size_t bytes = st_env_layout(e, NULL, m->n_inst);
+    e->block = calloc(1, bytes + 64);
+    ST_REQUIRE(e->block, ST_ERR_MEMORY, "environment: cannot allocate %zu bytes for B = %d", bytes, B);
+    st_env_layout(e, (void *)(((uintptr_t)e->block + 63) & ~(uintptr_t)63), m->n_inst);
     e->start_cum[0] = 0;
     for (int i = 0; i < m->n_inst; i++) {
         const st_instrument *I = &m->inst[i];

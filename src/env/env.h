@@ -56,6 +56,7 @@
 #ifndef ST_ENV_H
 #define ST_ENV_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "data/market.h"
@@ -164,35 +165,59 @@ typedef struct {
     st_trade_log *log; /* closed trades are appended here */
 } st_env_out;
 
-/* The state of B instances, one array entry per instance. Read-only for
- * callers. */
+/* The state arrays of st_env, B entries each, in the order st_env_layout
+ * carves them: X(field, element type). The one list behind the struct
+ * below, its layout, checkpoints (train/checkpoint.c), the tracer's
+ * pre-step snapshot (trace/guard.c) and the CUDA twin (env/env.cu). */
+// clang-format off
+#define ST_ENV_INT_ARRAYS(X)                                                                                           \
+    /* episode: current instrument and bar t, first and last bar, steps taken */                                      \
+    X(inst, int) X(bar, int) X(ep_start, int) X(ep_last, int) X(ep_step, int)                                          \
+    /* open trade: side (-1, 0, +1), bar of the entry fill; the previous target */                                     \
+    X(pos, int) X(entry_bar, int) X(prev_target, int)                                                                  \
+    /* episode accounting: trades opened, bar of the last exit */                                                      \
+    X(trades, int) X(last_exit_bar, int)
+#define ST_ENV_DOUBLE_ARRAYS(X)                                                                                        \
+    /* open trade */                                                                                                   \
+    X(entry, double) X(r_unit, double) X(stop, double) X(atr_entry, double) X(entry_cost_R, double)                    \
+    X(mfe, double) X(mae, double) X(money_risk, double)                                                                \
+    /* episode accounting */                                                                                           \
+    X(realized_R, double) X(equity_R, double) X(peak_R, double) X(prev_reward, double)                                 \
+    X(cash, double) X(equity_money, double)                                                                            \
+    /* the last step's reward in double (the float output's source; kept across the auto-reset) and the last        \
+     * finished episode of each instance */                                                                            \
+    X(step_reward, double) X(last_ep_R, double) X(last_ep_money, double)
+#define ST_ENV_ARRAYS(X)                                                                                               \
+    ST_ENV_INT_ARRAYS(X)                                                                                               \
+    ST_ENV_DOUBLE_ARRAYS(X)                                                                                            \
+    X(episode, uint32_t) /* episode number of the instance (reset counter) */                                          \
+    X(active, uint8_t)   /* 0 once finished when auto_reset = 0 */
+// clang-format on
+
+/* The state of B instances, one array entry per instance (ST_ENV_ARRAYS).
+ * Read-only for callers. */
 typedef struct {
     st_env_config cfg;
     const st_market *m;
     int B;
     int Hn; /* resolved H_norm */
-    /* episode */
-    int *inst, *bar;         /* current instrument and bar t */
-    int *ep_start, *ep_last; /* first bar and last bar of the episode */
-    int *ep_step;            /* steps taken */
-    uint32_t *episode;       /* episode number of the instance (reset counter) */
-    uint8_t *active;         /* 0 once finished when auto_reset = 0 */
-    /* open trade */
-    int *pos, *entry_bar, *prev_target;
-    double *entry, *r_unit, *stop, *atr_entry, *entry_cost_R, *mfe, *mae, *money_risk;
-    /* episode accounting */
-    int *trades, *last_exit_bar;
-    double *realized_R, *equity_R, *peak_R, *prev_reward;
-    double *cash, *equity_money;
-    /* the last step's reward in double (the float output's source; kept
-     * across the auto-reset) and the last finished episode of each instance */
-    double *step_reward;
-    double *last_ep_R, *last_ep_money;
-    /* sampling of start pairs: cumulative start counts per instrument */
+#define ST_ENV_FIELD(f, type) type *f;
+    ST_ENV_ARRAYS(ST_ENV_FIELD)
+#undef ST_ENV_FIELD
+    /* sampling of start pairs: cumulative start counts per instrument [n_inst + 1] */
     int64_t *start_cum;
     int64_t start_total;
     void *block; /* the one allocation behind the arrays */
+    void *base;  /* where st_env_layout carved them: block rounded up to 64 bytes */
 } st_env;
+
+/* Lays the arrays of e (ST_ENV_ARRAYS, then start_cum of n_inst + 1) out
+ * from base, each at a multiple of 64 bytes, sized by e->B; sets every
+ * pointer and e->base, and returns the bytes the layout spans. base must be
+ * 64-byte aligned; NULL is a sizing pass (the pointers become NULL). The
+ * CUDA twin carves its device block with it, so that the whole state moves
+ * between host and device as one copy of those bytes from e->base. */
+size_t st_env_layout(st_env *e, void *base, int n_inst);
 
 /* Allocates B instances on split cfg->split of m (which must outlive e).
  * ST_ERR_INPUT when the split has no bar with a successor. Call reset next. */

@@ -5,7 +5,11 @@
  * Row-major products go to column-major cuBLAS by the usual identity: a
  * row-major matrix with row stride ld is, read column-major with leading
  * dimension ld, its transpose; so row-major C = op(A) op(B) is column-major
- * C^T = op(B)^T op(A)^T, i.e. cuBLAS called with the operands swapped. */
+ * C^T = op(B)^T op(A)^T, i.e. cuBLAS called with the operands swapped.
+ * Products run in the process-wide precision (st_cuda_set_matmul_precision):
+ * fp32 through cublasSgemm (no TF32), or bf16 operands with fp32
+ * accumulation through cublasGemmEx; bias and column sums are fp32/double
+ * kernels of ours in either mode. */
 #include "cuda/check.h"
 
 extern "C" {
@@ -14,28 +18,80 @@ extern "C" {
 
 /* One handle per device, made on first use (creation costs milliseconds and
  * allocates; a handle per call would dominate small layers). Not guarded
- * for concurrent first use from several host threads. */
+ * for concurrent first use from several host threads.
+ *
+ * Graph capture: each handle owns an explicit workspace (cublasSetWorkspace)
+ * allocated with it, so cuBLAS never allocates (no cudaMallocAsync memory
+ * nodes, which child graphs cannot hold) while a stream is captured. The
+ * cuBLAS guide recommends 32 MiB on Hopper (4 MiB elsewhere; more is
+ * harmless). cublasSetStream resets the handle to cuBLAS's own workspace
+ * pool, so the workspace is set again after every cublasSetStream. alpha and
+ * beta stay host scalars (CUBLAS_POINTER_MODE_HOST, the default): a capture
+ * records their values. The handle is created outside any capture (a first
+ * call inside one is refused with a message), since creation allocates.
+ * A user workspace also makes cuBLAS's choice of kernels independent of
+ * other streams (the guide's reproducibility section); calls on two streams
+ * must still not overlap in time, as they share this one workspace. */
 enum { ST_BLAS_MAX_DEVICES = 64 };
-static cublasHandle_t st_blas_handles[ST_BLAS_MAX_DEVICES];
+static const size_t ST_BLAS_WORKSPACE_BYTES = (size_t)32 << 20;
 
+typedef struct {
+    cublasHandle_t handle;
+    void *workspace; /* ST_BLAS_WORKSPACE_BYTES of device memory */
+} st_blas;
+static st_blas st_blas_devs[ST_BLAS_MAX_DEVICES];
+
+/* The process-wide matrix-product precision (linear_cuda.h). Read once per
+ * product when it is enqueued; set it between steps, not while another host
+ * thread enqueues products. */
+static st_matmul_precision st_matmul_mode = ST_MATMUL_FP32;
+
+extern "C" void st_cuda_set_matmul_precision(st_matmul_precision p) {
+    st_matmul_mode = p == ST_MATMUL_BF16 ? ST_MATMUL_BF16 : ST_MATMUL_FP32;
+}
+
+extern "C" st_matmul_precision st_cuda_matmul_precision(void) { return st_matmul_mode; }
+
+/* Creates device dev's handle and workspace (dev is current). */
+static int blas_create(int dev, cudaStream_t stream, st_blas *b) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    ST_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+    if (cap != cudaStreamCaptureStatusNone)
+        return ST_FAIL(ST_ERR_DEVICE,
+                       "cuBLAS: the first matrix product on device %d is inside a stream capture; creating the "
+                       "handle allocates, so make one uncaptured linear/gemm call on this device before capturing",
+                       dev);
+    cublasHandle_t h = NULL;
+    ST_CUBLAS_TRY(cublasCreate(&h));
+    /* Plain fp32 for cublasSgemm: TF32 would put the products ~1e-3 away
+     * from the CPU's. The bf16 path names its compute type per call. */
+    cublasStatus_t s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(h);
+        ST_CUBLAS_TRY(s);
+    }
+    void *ws = NULL;
+    cudaError_t e = cudaMalloc(&ws, ST_BLAS_WORKSPACE_BYTES); /* 256-byte aligned, as cuBLAS requires */
+    if (e != cudaSuccess) {
+        cublasDestroy(h);
+        return ST_FAIL(ST_ERR_DEVICE, "cuBLAS workspace: cudaMalloc of %zu bytes on device %d: %s",
+                       ST_BLAS_WORKSPACE_BYTES, dev, cudaGetErrorString(e));
+    }
+    b->handle = h, b->workspace = ws;
+    return ST_OK;
+}
+
+/* The current device's handle, bound to stream and to its own workspace. */
 static int blas_handle(cudaStream_t stream, cublasHandle_t *out) {
     int dev = 0;
     ST_CUDA_TRY(cudaGetDevice(&dev));
     if (dev < 0 || dev >= ST_BLAS_MAX_DEVICES)
         return ST_FAIL(ST_ERR_DEVICE, "cuBLAS: device %d beyond the %d handles kept", dev, ST_BLAS_MAX_DEVICES);
-    if (!st_blas_handles[dev]) {
-        cublasHandle_t h = NULL;
-        ST_CUBLAS_TRY(cublasCreate(&h));
-        /* Plain fp32: TF32 would put the products ~1e-3 away from the CPU's. */
-        cublasStatus_t s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
-        if (s != CUBLAS_STATUS_SUCCESS) {
-            cublasDestroy(h);
-            ST_CUBLAS_TRY(s);
-        }
-        st_blas_handles[dev] = h;
-    }
-    ST_CUBLAS_TRY(cublasSetStream(st_blas_handles[dev], stream));
-    *out = st_blas_handles[dev];
+    st_blas *b = &st_blas_devs[dev];
+    if (!b->handle) ST_TRY(blas_create(dev, stream, b));
+    ST_CUBLAS_TRY(cublasSetStream(b->handle, stream));
+    ST_CUBLAS_TRY(cublasSetWorkspace(b->handle, b->workspace, ST_BLAS_WORKSPACE_BYTES)); /* after SetStream */
+    *out = b->handle;
     return ST_OK;
 }
 
@@ -61,8 +117,21 @@ extern "C" int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, floa
     cublasHandle_t h = NULL;
     ST_TRY(blas_handle(s, &h));
     /* Column-major C^T [N, M] = op(B)^T [N, Kd] . op(A)^T [Kd, M]. */
-    ST_CUBLAS_TRY(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, Kd,
-                              &alpha, B, ldb, A, lda, &beta, C, ldc));
+    cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (st_matmul_mode == ST_MATMUL_BF16) {
+        /* fp32 in memory, bf16 operands on the tensor cores, fp32 accumulate
+         * and fp32 alpha/beta. 32F_FAST_16BF *allows* down-conversion: for
+         * some shapes cuBLAS may pick a TF32 or plain fp32 kernel instead
+         * (never less precise than bf16). Any transpose, leading dimension
+         * and alignment is legal; tensor cores run best with 16-byte
+         * aligned rows and sizes that are multiples of 8. The algorithm is
+         * CUBLAS_GEMM_DEFAULT (heuristics): the deprecated DEFAULT_TENSOR_OP
+         * is documented as also allowing fp16 (32F_FAST_16F) kernels. */
+        ST_CUBLAS_TRY(cublasGemmEx(h, ob, oa, N, M, Kd, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta, C,
+                                   CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    } else {
+        ST_CUBLAS_TRY(cublasSgemm(h, ob, oa, N, M, Kd, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    }
     return ST_OK;
 }
 

@@ -12,22 +12,12 @@
 #include "train/checkpoint.h"
 
 /* The environment's state: every array st_env_step reads or writes, B
- * entries each (the same set a checkpoint stores). X(field, element type). */
-// clang-format off
-#define ST_GUARD_ENV_ARRAYS(X)                                                                                 \
-    X(inst, int) X(bar, int) X(ep_start, int) X(ep_last, int) X(ep_step, int) X(pos, int) X(entry_bar, int)    \
-    X(prev_target, int) X(trades, int) X(last_exit_bar, int)                                                   \
-    X(entry, double) X(r_unit, double) X(stop, double) X(atr_entry, double) X(entry_cost_R, double)            \
-    X(mfe, double) X(mae, double) X(money_risk, double) X(realized_R, double) X(equity_R, double)              \
-    X(peak_R, double) X(prev_reward, double) X(cash, double) X(equity_money, double) X(step_reward, double)    \
-    X(last_ep_R, double) X(last_ep_money, double)                                                              \
-    X(episode, uint32_t) X(active, uint8_t)
-// clang-format on
+ * entries each (the same set a checkpoint stores): ST_ENV_ARRAYS of env/env.h. */
 
 static size_t env_state_bytes(const st_env *e) {
     size_t n = 0;
 #define ST_GUARD_SIZE(f, type) n += sizeof(type) * (size_t)e->B;
-    ST_GUARD_ENV_ARRAYS(ST_GUARD_SIZE)
+    ST_ENV_ARRAYS(ST_GUARD_SIZE)
 #undef ST_GUARD_SIZE
     return n;
 }
@@ -41,7 +31,7 @@ static void env_copy(st_env *e, unsigned char *buf, int save) {
     else                                                                                                               \
         memcpy(e->f, buf + o, sizeof(type) * (size_t)e->B);                                                            \
     o += sizeof(type) * (size_t)e->B;
-    ST_GUARD_ENV_ARRAYS(ST_GUARD_COPY)
+    ST_ENV_ARRAYS(ST_GUARD_COPY)
 #undef ST_GUARD_COPY
 }
 

@@ -12,12 +12,8 @@
 #define ST_GIT_REV "unknown"
 #endif
 
-/* The environment arrays that make up its state, each B long. */
-#define ST_ENV_I32(X)                                                                                          \
-    X(inst) X(bar) X(ep_start) X(ep_last) X(ep_step) X(pos) X(entry_bar) X(prev_target) X(trades) X(last_exit_bar)
-#define ST_ENV_F64(X)                                                                                          \
-    X(entry) X(r_unit) X(stop) X(atr_entry) X(entry_cost_R) X(mfe) X(mae) X(money_risk) X(realized_R)          \
-        X(equity_R) X(peak_R) X(prev_reward) X(cash) X(equity_money) X(step_reward) X(last_ep_R) X(last_ep_money)
+/* The environment's state is the arrays of ST_ENV_ARRAYS (env/env.h), each
+ * B long: int and double ones by the lists below, then episode and active. */
 
 typedef struct {
     st_st_tensor *t;
@@ -59,10 +55,10 @@ int st_checkpoint_save(const char *path, const st_trainer *t) {
     push_param_set(&l, &t->table, "adam.v.", t->adam_v);
     push(&l, "data.norm_mean", ST_DT_F32, 1, t->m->F, 0, 0, t->m->norm_mean);
     push(&l, "data.norm_std", ST_DT_F32, 1, t->m->F, 0, 0, t->m->norm_std);
-#define PUSH_I32(f) push(&l, "env." #f, ST_DT_I32, 1, B, 0, 0, e->f);
-#define PUSH_F64(f) push(&l, "env." #f, ST_DT_F64, 1, B, 0, 0, e->f);
-    ST_ENV_I32(PUSH_I32)
-    ST_ENV_F64(PUSH_F64)
+#define PUSH_I32(f, type) push(&l, "env." #f, ST_DT_I32, 1, B, 0, 0, e->f);
+#define PUSH_F64(f, type) push(&l, "env." #f, ST_DT_F64, 1, B, 0, 0, e->f);
+    ST_ENV_INT_ARRAYS(PUSH_I32)
+    ST_ENV_DOUBLE_ARRAYS(PUSH_F64)
 #undef PUSH_I32
 #undef PUSH_F64
     push(&l, "env.episode", ST_DT_I32, 1, B, 0, 0, e->episode); /* uint32 bits */
@@ -138,10 +134,10 @@ int st_checkpoint_restore(const st_safetensors *f, st_trainer *t) {
     free(mean);
     free(sd);
     ST_TRY(rc);
-#define READ_I32(fl) ST_TRY(st_safetensors_read(f, "env." #fl, ST_DT_I32, 1, sB, e->fl));
-#define READ_F64(fl) ST_TRY(st_safetensors_read(f, "env." #fl, ST_DT_F64, 1, sB, e->fl));
-    ST_ENV_I32(READ_I32)
-    ST_ENV_F64(READ_F64)
+#define READ_I32(fl, type) ST_TRY(st_safetensors_read(f, "env." #fl, ST_DT_I32, 1, sB, e->fl));
+#define READ_F64(fl, type) ST_TRY(st_safetensors_read(f, "env." #fl, ST_DT_F64, 1, sB, e->fl));
+    ST_ENV_INT_ARRAYS(READ_I32)
+    ST_ENV_DOUBLE_ARRAYS(READ_F64)
 #undef READ_I32
 #undef READ_F64
     ST_TRY(st_safetensors_read(f, "env.episode", ST_DT_I32, 1, sB, e->episode));

@@ -9,6 +9,7 @@
 #ifndef ST_CUDA_TEST_H
 #define ST_CUDA_TEST_H
 
+#include "check/gradcheck.h"
 #include "core/device.h"
 #include "test.h"
 
@@ -49,6 +50,12 @@ static inline void *dev_bytes(const void *host, size_t bytes) {
     if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
     if (host) cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);
     return d;
+}
+/* n standard normals times scale (Philox test stream, salt), one spare element. */
+static inline float *host_randn_scaled(size_t n, float scale, uint64_t seed, uint32_t salt) {
+    float *p = malloc(sizeof(float) * (n + 1));
+    if (p) st_gc_randnf(p, (long)n, scale, seed, salt);
+    return p;
 }
 /* A new host array holding n floats of device memory. */
 static inline float *dev_download_new(const float *d, size_t n) {

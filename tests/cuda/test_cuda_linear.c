@@ -10,6 +10,18 @@
  *    gaps keep their poison bits;
  *  - two GPU runs give the same bits (cuBLAS fixed algorithm, ordered db);
  *  - st_cuda_gemm with both operands transposed, alpha and beta.
+ * bf16 products (st_cuda_set_matmul_precision(ST_MATMUL_BF16)), on every
+ * case above plus odd ones (in/out not multiples of 8, a single row): y,
+ * dx, dW, db and the transposed gemm against a float64 reference computed
+ * here (plain loops, no BLAS) within 2e-2 relative (issue 6; bf16 operands
+ * with fp32 accumulation measure ~1e-3..5e-3), poisoned outputs, no NaN,
+ * untouched gaps, two runs with the same bits. Each error is printed with
+ * the regime it suggests (cuBLAS may run a shape in TF32 or fp32 anyway).
+ * CUDA graphs, in both precisions: the forward and backward of three
+ * layers captured on a created stream, replayed on fresh inputs copied into
+ * the same buffers, equal bit for bit the same calls made directly; the
+ * replay runs with the switch set to the other precision, so a graph is
+ * shown to keep the precision it was captured with.
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -86,7 +98,7 @@ static void out_free(lin_out *o) { free(o->y), free(o->dx), free(o->dW), free(o-
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
 
-static void run_case(const lin_case *c, uint64_t seed) {
+static lin_data lin_data_make(const lin_case *c, uint64_t seed) {
     int p = c->pad;
     lin_data h = {c->in + 5 * p, c->out + 3 * p, c->out + 7 * p, c->in + 2 * p, 0, 0, 0, 0, 0, 0, 0};
     h.x = host_rows(c->rows, c->in, h.xs, 1.0f, seed, 1);
@@ -96,6 +108,17 @@ static void run_case(const lin_case *c, uint64_t seed) {
     h.dx0 = host_rows(c->rows, c->in, h.dxs, 1.0f, seed, 5);
     h.dW0 = host_rows(c->out, c->in, c->in, 1.0f, seed, 6);
     h.db0 = host_rows(1, c->out, c->out, 1.0f, seed, 7);
+    return h;
+}
+
+static void lin_data_free(lin_data *h) {
+    free(h->x), free(h->W), free(h->b), free(h->dy), free(h->dx0), free(h->dW0), free(h->db0);
+}
+
+static void run_case_bf16(const lin_case *c, const lin_data *h);
+
+static void run_case(const lin_case *c, uint64_t seed) {
+    lin_data h = lin_data_make(c, seed);
     size_t ny = (size_t)c->rows * h.ys, ndx = (size_t)c->rows * h.dxs, nW = (size_t)c->out * c->in;
 
     float *y = host_poisoned(ny), *dx = c->dx_acc ? host_copy(h.dx0, ndx) : host_poisoned(ndx);
@@ -127,7 +150,8 @@ static void run_case(const lin_case *c, uint64_t seed) {
           same_bits(g[0].dx, g[1].dx, ndx), same_bits(g[0].dW, g[1].dW, nW), same_bits(g[0].db, g[1].db, c->out));
     out_free(&g[0]), out_free(&g[1]);
     free(y), free(dx), free(dW), free(db);
-    free(h.x), free(h.W), free(h.b), free(h.dy), free(h.dx0), free(h.dW0), free(h.db0);
+    run_case_bf16(c, &h);
+    lin_data_free(&h);
 }
 
 /* C = 0.5 A^T B^T - 1.5 C with padded leading dimensions, against st_gemm. */
@@ -147,6 +171,319 @@ static void check_gemm_tt(int M, int N, int Kd, uint64_t seed) {
     CHECK(gap_written(g, M, N, ldc) == 0, "gemm TT wrote into C's padding");
     dev_free(dA), dev_free(dB), dev_free(dC);
     free(A), free(B), free(C0), free(C), free(g);
+}
+
+/* ---- bf16 products against a float64 reference ---- */
+
+#define BF16_BOUND 2e-2
+
+/* What an error level suggests about the kernel cuBLAS ran: bf16 operands
+ * (8-bit mantissa) give ~1e-3 and more, TF32 (11 bits) ~1e-4, fp32 ~1e-7. */
+static const char *regime(double e) {
+    return e < 1e-5 ? "fp32-level: no bf16 rounding seen" : e < 5e-4 ? "tf32-level" : "bf16-level";
+}
+
+/* norm(gpu - ref) / norm(ref - init) over a rows x cols block: gpu at row
+ * stride gs, ref and init (NULL: zero) contiguous rows x cols doubles. +Inf
+ * when gpu holds a NaN or Inf, whose first coordinates are printed. */
+static double rel_err_f64(const char *what, const float *gpu, int gs, const double *ref, const double *init, int rows,
+                          int cols) {
+    double d = 0, n = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            double g = gpu[(size_t)r * gs + c], x = ref[(size_t)r * cols + c];
+            double i = init ? init[(size_t)r * cols + c] : 0;
+            if (!isfinite(g)) {
+                printf("  %s: first non-finite value %g at row %d col %d (reference %.6g)\n", what, g, r, c, x);
+                return INFINITY;
+            }
+            d += (g - x) * (g - x), n += (x - i) * (x - i);
+        }
+    return n > 0 ? sqrt(d / n) : sqrt(d);
+}
+
+static void check_bf16(const char *what, double err, int is_product) {
+    printf("  %-36s rel err %.3e (bound %.0e)  %s\n", what, err, BF16_BOUND,
+           is_product ? regime(err) : "fp32 colsum, not a product");
+    CHECK(err <= BF16_BOUND, "%s: bf16 GPU vs float64 rel err %.3e > %.0e", what, err, BF16_BOUND);
+}
+
+/* A rows x cols block of a strided float buffer as contiguous doubles. */
+static double *to_f64(const float *a, int stride, int rows, int cols) {
+    double *d = malloc(sizeof(double) * ((size_t)rows * cols + 1));
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            d[(size_t)r * cols + c] = a[(size_t)r * stride + c];
+    return d;
+}
+
+/* The float64 linear op, contiguous outputs: y = x W^T + b, dx (= | +=)
+ * dy W, dW = dW0 + dy^T x, db = db0 + sum_r dy. */
+typedef struct {
+    double *y, *dx, *dx0, *dW, *dW0, *db, *db0;
+} lin_ref;
+
+static lin_ref ref_run(const lin_case *c, const lin_data *h) {
+    int R = c->rows, I = c->in, O = c->out;
+    lin_ref r;
+    r.y = malloc(sizeof(double) * ((size_t)R * O + 1)), r.dx = malloc(sizeof(double) * ((size_t)R * I + 1));
+    r.dx0 = c->dx_acc ? to_f64(h->dx0, h->dxs, R, I) : NULL;
+    r.dW0 = to_f64(h->dW0, I, O, I), r.db0 = to_f64(h->db0, O, 1, O);
+    r.dW = to_f64(h->dW0, I, O, I), r.db = to_f64(h->db0, O, 1, O);
+    for (int i = 0; i < R; i++) {
+        const float *x = h->x + (size_t)i * h->xs, *dy = h->dy + (size_t)i * h->gs;
+        for (int o = 0; o < O; o++) {
+            double acc = c->bias ? h->b[o] : 0;
+            for (int k = 0; k < I; k++)
+                acc += (double)x[k] * h->W[(size_t)o * I + k];
+            r.y[(size_t)i * O + o] = acc;
+            r.db[o] += dy[o];
+            for (int k = 0; k < I; k++)
+                r.dW[(size_t)o * I + k] += (double)dy[o] * x[k];
+        }
+        for (int k = 0; k < I; k++) {
+            double acc = r.dx0 ? r.dx0[(size_t)i * I + k] : 0;
+            for (int o = 0; o < O; o++)
+                acc += (double)dy[o] * h->W[(size_t)o * I + k];
+            r.dx[(size_t)i * I + k] = acc;
+        }
+    }
+    return r;
+}
+
+static void ref_free(lin_ref *r) {
+    free(r->y), free(r->dx), free(r->dx0), free(r->dW), free(r->dW0), free(r->db), free(r->db0);
+}
+
+/* One case in bf16: two GPU runs (outputs poisoned in each) against the
+ * float64 reference; the switch is back at fp32 afterwards. */
+static void run_case_bf16(const lin_case *c, const lin_data *h) {
+    size_t ny = (size_t)c->rows * h->ys, ndx = (size_t)c->rows * h->dxs, nW = (size_t)c->out * c->in;
+    lin_ref r = ref_run(c, h);
+    lin_out g[2];
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    CHECK(st_cuda_matmul_precision() == ST_MATMUL_BF16, "the precision switch does not read back bf16");
+    gpu_run(c, h, &g[0]);
+    gpu_run(c, h, &g[1]);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "the precision switch does not read back fp32");
+    char what[96];
+    snprintf(what, sizeof what, "bf16 %s y", c->name);
+    check_bf16(what, rel_err_f64(what, g[0].y, h->ys, r.y, NULL, c->rows, c->out), 1);
+    snprintf(what, sizeof what, c->dx_acc ? "bf16 %s dx (+=)" : "bf16 %s dx", c->name);
+    check_bf16(what, rel_err_f64(what, g[0].dx, h->dxs, r.dx, r.dx0, c->rows, c->in), 1);
+    snprintf(what, sizeof what, "bf16 %s dW (+=)", c->name);
+    check_bf16(what, rel_err_f64(what, g[0].dW, c->in, r.dW, r.dW0, c->out, c->in), 1);
+    snprintf(what, sizeof what, "bf16 %s db (+=)", c->name);
+    check_bf16(what, rel_err_f64(what, g[0].db, c->out, r.db, r.db0, 1, c->out), 0);
+    long gy = gap_written(g[0].y, c->rows, c->out, h->ys), gdx = gap_written(g[0].dx, c->rows, c->in, h->dxs);
+    CHECK(gy == 0 && gdx == 0, "bf16 %s: %ld gap values of y and %ld of dx were written", c->name, gy, gdx);
+    CHECK(same_bits(g[0].y, g[1].y, ny) && same_bits(g[0].dx, g[1].dx, ndx) && same_bits(g[0].dW, g[1].dW, nW) &&
+              same_bits(g[0].db, g[1].db, c->out),
+          "bf16 %s: two GPU runs differ (y %d dx %d dW %d db %d same)", c->name, same_bits(g[0].y, g[1].y, ny),
+          same_bits(g[0].dx, g[1].dx, ndx), same_bits(g[0].dW, g[1].dW, nW), same_bits(g[0].db, g[1].db, c->out));
+    out_free(&g[0]), out_free(&g[1]);
+    ref_free(&r);
+}
+
+/* C = 0.5 A^T B^T - 1.5 C in bf16 against float64, the error measured
+ * against the product term 0.5 A^T B^T. */
+static void check_gemm_tt_bf16(int M, int N, int Kd, uint64_t seed) {
+    int lda = M + 3, ldb = Kd + 2, ldc = N + 4;
+    float *A = host_rows(Kd, M, lda, 1.0f, seed, 11), *B = host_rows(N, Kd, ldb, 1.0f, seed, 12);
+    float *C0 = host_rows(M, N, ldc, 1.0f, seed, 13), *g = malloc(sizeof(float) * (size_t)M * ldc);
+    double *ref = malloc(sizeof(double) * (size_t)M * N), *init = malloc(sizeof(double) * (size_t)M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < Kd; k++)
+                acc += (double)A[(size_t)k * lda + m] * B[(size_t)n * ldb + k];
+            init[(size_t)m * N + n] = -1.5 * C0[(size_t)m * ldc + n];
+            ref[(size_t)m * N + n] = 0.5 * acc + init[(size_t)m * N + n];
+        }
+    float *dA = dev_upload(A, (size_t)Kd * lda), *dB = dev_upload(B, (size_t)N * ldb);
+    float *dC = dev_upload(C0, (size_t)M * ldc);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    int rc = st_cuda_gemm(1, 1, M, N, Kd, 0.5f, dA, lda, dB, ldb, -1.5f, dC, ldc, NULL);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    CHECK(rc == ST_OK, "bf16 gemm TT: %s", st_last_error());
+    dev_download(g, dC, (size_t)M * ldc);
+    char what[64];
+    snprintf(what, sizeof what, "bf16 gemm TT %dx%dx%d", M, N, Kd);
+    check_bf16(what, rel_err_f64(what, g, ldc, ref, init, M, N), 1);
+    CHECK(gap_written(g, M, N, ldc) == 0, "bf16 gemm TT wrote into C's padding");
+    dev_free(dA), dev_free(dB), dev_free(dC);
+    free(A), free(B), free(C0), free(g), free(ref), free(init);
+}
+
+/* ---- CUDA graph capture ----
+ * Three layers, forward and backward, on one stream:
+ *   y0 = x W0^T + b0          x [R, 56] (padded stride), y0 [R, 32]
+ *   y1 = y0 W1^T              [R, 164]
+ *   y2 = y1[:, 0:64] W2^T + b2 [R, 32]   (a strided view of y1)
+ *   backward from dy2 and dy1 (an incoming gradient of all of y1, to which
+ *   layer 2's dx is added in columns 0:64), down to dx.
+ * CAP_INPUT buffers are copied fresh before each run, CAP_OUTPUT ones
+ * poisoned before each run, CAP_ADDED ones copied fresh and added to. */
+enum { CAP_R = 128, CAP_IN = 56, CAP_XS = 59, CAP_D = 32, CAP_Z = 164, CAP_V = 64 };
+enum { CAP_INPUT, CAP_OUTPUT, CAP_ADDED };
+enum { X, W0, B0, W1, W2, B2, Y0, Y1, Y2, DY2, DY1, DY0, DX, DW0, DB0, DW1, DW2, DB2, CAP_N };
+typedef struct {
+    const char *name;
+    int rows, width, stride, kind;
+    float scale;
+} cap_buf;
+static const cap_buf cap_bufs[CAP_N] = {
+    [X] = {"x", CAP_R, CAP_IN, CAP_XS, CAP_INPUT, 1.0f},
+    [W0] = {"W0", CAP_D, CAP_IN, CAP_IN, CAP_INPUT, 0.13f},
+    [B0] = {"b0", 1, CAP_D, CAP_D, CAP_INPUT, 0.5f},
+    [W1] = {"W1", CAP_Z, CAP_D, CAP_D, CAP_INPUT, 0.18f},
+    [W2] = {"W2", CAP_D, CAP_V, CAP_V, CAP_INPUT, 0.125f},
+    [B2] = {"b2", 1, CAP_D, CAP_D, CAP_INPUT, 0.5f},
+    [Y0] = {"y0", CAP_R, CAP_D, CAP_D, CAP_OUTPUT, 0},
+    [Y1] = {"y1", CAP_R, CAP_Z, CAP_Z, CAP_OUTPUT, 0},
+    [Y2] = {"y2", CAP_R, CAP_D, CAP_D, CAP_OUTPUT, 0},
+    [DY2] = {"dy2", CAP_R, CAP_D, CAP_D, CAP_INPUT, 1.0f},
+    [DY1] = {"dy1 (+= layer 2's dx)", CAP_R, CAP_Z, CAP_Z, CAP_ADDED, 1.0f},
+    [DY0] = {"dy0", CAP_R, CAP_D, CAP_D, CAP_OUTPUT, 0},
+    [DX] = {"dx", CAP_R, CAP_IN, CAP_XS, CAP_OUTPUT, 0},
+    [DW0] = {"dW0 (+=)", CAP_D, CAP_IN, CAP_IN, CAP_ADDED, 1.0f},
+    [DB0] = {"db0 (+=)", 1, CAP_D, CAP_D, CAP_ADDED, 1.0f},
+    [DW1] = {"dW1 (+=)", CAP_Z, CAP_D, CAP_D, CAP_ADDED, 1.0f},
+    [DW2] = {"dW2 (+=)", CAP_D, CAP_V, CAP_V, CAP_ADDED, 1.0f},
+    [DB2] = {"db2 (+=)", 1, CAP_D, CAP_D, CAP_ADDED, 1.0f},
+};
+
+static size_t cap_len(int i) { return (size_t)cap_bufs[i].rows * cap_bufs[i].stride; }
+
+/* The step: every call enqueued on s; the first failing status. */
+static int cap_step(float *const *b, cudaStream_t s) {
+    int rc = st_cuda_linear_forward(CAP_R, CAP_IN, CAP_D, b[X], CAP_XS, b[W0], b[B0], b[Y0], CAP_D, s);
+    if (rc == ST_OK) rc = st_cuda_linear_forward(CAP_R, CAP_D, CAP_Z, b[Y0], CAP_D, b[W1], NULL, b[Y1], CAP_Z, s);
+    if (rc == ST_OK) rc = st_cuda_linear_forward(CAP_R, CAP_V, CAP_D, b[Y1], CAP_Z, b[W2], b[B2], b[Y2], CAP_D, s);
+    if (rc == ST_OK)
+        rc = st_cuda_linear_backward(CAP_R, CAP_V, CAP_D, b[Y1], CAP_Z, b[W2], b[DY2], CAP_D, b[DY1], CAP_Z, 1, b[DW2],
+                                     b[DB2], s);
+    if (rc == ST_OK)
+        rc = st_cuda_linear_backward(CAP_R, CAP_D, CAP_Z, b[Y0], CAP_D, b[W1], b[DY1], CAP_Z, b[DY0], CAP_D, 0, b[DW1],
+                                     NULL, s);
+    if (rc == ST_OK)
+        rc = st_cuda_linear_backward(CAP_R, CAP_IN, CAP_D, b[X], CAP_XS, b[W0], b[DY0], CAP_D, b[DX], CAP_XS, 0, b[DW0],
+                                     b[DB0], s);
+    return rc;
+}
+
+/* Fresh inputs of trial `seed` copied into the buffers, outputs poisoned (all on s). */
+static void cap_load(float *const *b, uint64_t seed, cudaStream_t s) {
+    for (int i = 0; i < CAP_N; i++) {
+        const cap_buf *c = &cap_bufs[i];
+        if (c->kind == CAP_OUTPUT) {
+            CHECK(cudaMemsetAsync(b[i], 0xFF, sizeof(float) * cap_len(i), s) == cudaSuccess, "capture: poison %s",
+                  c->name);
+            continue;
+        }
+        float *h = host_rows(c->rows, c->width, c->stride, c->scale, seed, 100 + (uint32_t)i);
+        CHECK(cudaMemcpyAsync(b[i], h, sizeof(float) * cap_len(i), cudaMemcpyHostToDevice, s) == cudaSuccess,
+              "capture: upload %s", c->name);
+        CHECK(cudaStreamSynchronize(s) == cudaSuccess, "capture: upload %s", c->name); /* h is pageable and freed */
+        free(h);
+    }
+}
+
+/* Every buffer that a run writes, to the host (after the stream is done). */
+static void cap_fetch(float *const *b, cudaStream_t s, float **h) {
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "capture: kernels failed: %s",
+          cudaGetErrorString(cudaGetLastError()));
+    for (int i = 0; i < CAP_N; i++) {
+        h[i] = NULL;
+        if (cap_bufs[i].kind == CAP_INPUT) continue;
+        h[i] = malloc(sizeof(float) * cap_len(i));
+        CHECK(cudaMemcpy(h[i], b[i], sizeof(float) * cap_len(i), cudaMemcpyDeviceToHost) == cudaSuccess,
+              "capture: download %s", cap_bufs[i].name);
+    }
+}
+
+/* Direct and replayed results equal bit for bit, are finite in their width
+ * and keep the poison of the gaps; prints the first differing element. */
+static void cap_compare(const char *what, float **direct, float **replay) {
+    for (int i = 0; i < CAP_N; i++) {
+        const cap_buf *c = &cap_bufs[i];
+        if (c->kind == CAP_INPUT) continue;
+        long diff = 0, bad = 0, gaps = 0;
+        int fr = -1, fc = -1;
+        for (int r = 0; r < c->rows; r++)
+            for (int k = 0; k < c->stride; k++) {
+                size_t j = (size_t)r * c->stride + k;
+                uint32_t a, b;
+                memcpy(&a, &direct[i][j], 4), memcpy(&b, &replay[i][j], 4);
+                if (a != b && diff++ == 0) fr = r, fc = k;
+                if (k < c->width)
+                    bad += !isfinite(direct[i][j]);
+                else
+                    gaps += !is_poison(replay[i][j]);
+            }
+        CHECK(diff == 0,
+              "%s %s: %ld elements differ between replay and direct calls, first at row %d col %d (%.9g vs %.9g)", what,
+              c->name, diff, fr, fc, fr >= 0 ? replay[i][(size_t)fr * c->stride + fc] : 0.0,
+              fr >= 0 ? direct[i][(size_t)fr * c->stride + fc] : 0.0);
+        CHECK(bad == 0, "%s %s: %ld non-finite values in the direct result", what, c->name, bad);
+        CHECK(gaps == 0, "%s %s: %ld gap values written by the replay", what, c->name, gaps);
+    }
+}
+
+/* Captures the step in precision p, then for two trials of fresh inputs
+ * compares the replay (switch set to the other precision) with direct calls. */
+static void check_capture(st_matmul_precision p) {
+    const char *pname = p == ST_MATMUL_BF16 ? "bf16" : "fp32";
+    st_matmul_precision other = p == ST_MATMUL_BF16 ? ST_MATMUL_FP32 : ST_MATMUL_BF16;
+    float *b[CAP_N];
+    for (int i = 0; i < CAP_N; i++)
+        b[i] = dev_poisoned(cap_len(i));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "capture: allocation"); /* before the non-blocking stream */
+    cudaStream_t s = NULL;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "capture: stream");
+    st_cuda_set_matmul_precision(p);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "capture: begin");
+    int rc = cap_step(b, s);
+    cudaError_t e = cudaStreamEndCapture(s, &graph); /* ended even when a call failed */
+    CHECK(rc == ST_OK, "%s capture: a call failed while capturing: %s", pname, st_last_error());
+    CHECK(e == cudaSuccess && graph, "%s capture: end: %s", pname, cudaGetErrorString(e));
+    size_t nodes = 0;
+    if (graph) {
+        e = cudaGraphGetNodes(graph, NULL, &nodes);
+        CHECK(e == cudaSuccess, "%s capture: nodes: %s", pname, cudaGetErrorString(e));
+        e = cudaGraphInstantiate(&exec, graph, 0);
+        CHECK(e == cudaSuccess && exec, "%s capture: instantiate: %s", pname, cudaGetErrorString(e));
+    }
+    printf("capture %s: 3 layers forward + backward, %zu graph nodes, rows %d\n", pname, nodes, CAP_R);
+    for (int t = 0; t < 2 && exec; t++) {
+        float *direct[CAP_N], *replay[CAP_N];
+        st_cuda_set_matmul_precision(p);
+        cap_load(b, 9000 + (uint64_t)t, s);
+        rc = cap_step(b, s);
+        CHECK(rc == ST_OK, "%s capture: direct calls: %s", pname, st_last_error());
+        cap_fetch(b, s, direct);
+        st_cuda_set_matmul_precision(other);
+        cap_load(b, 9000 + (uint64_t)t, s);
+        e = cudaGraphLaunch(exec, s);
+        CHECK(e == cudaSuccess, "%s capture: launch: %s", pname, cudaGetErrorString(e));
+        cap_fetch(b, s, replay);
+        char what[64];
+        snprintf(what, sizeof what, "capture %s trial %d", pname, t);
+        int fails = st_test_fail;
+        cap_compare(what, direct, replay);
+        printf("  %-36s %s\n", what, st_test_fail == fails ? "replay == direct, bit for bit" : "DIFFER");
+        for (int i = 0; i < CAP_N; i++)
+            free(direct[i]), free(replay[i]);
+    }
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (s) cudaStreamDestroy(s);
+    for (int i = 0; i < CAP_N; i++)
+        dev_free(b[i]);
 }
 #endif
 
@@ -168,11 +505,20 @@ int main(void) {
         {"odd out_proj (dx +=)", ow, st_d_inner(&o), o.D, 0, 1, 1},
         {"odd pi1", 3, o.D + o.C, o.Hh, 1, 1, 1},
         {"64 windows in_proj", big, t.D, st_in_proj_out(&t), 1, 0, 1},
+        {"odd 37->13", ow, 37, 13, 1, 0, 1},
+        {"odd 13->29 (dx +=)", 61, 13, 29, 1, 1, 1},
+        {"1 row 29->11", 1, 29, 11, 1, 0, 1},
+        {"1 row 20->3 (dx +=)", 1, 20, 3, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i], 1000 + i);
     check_gemm_tt(37, 11, 50, 77);
     check_gemm_tt(5, 96, 3, 78);
+    check_gemm_tt_bf16(37, 11, 50, 77);
+    check_gemm_tt_bf16(5, 96, 3, 78);
+    check_capture(ST_MATMUL_FP32);
+    check_capture(ST_MATMUL_BF16);
+    CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "the precision switch was not restored to fp32");
 #endif
     TEST_MAIN_END();
 }

@@ -37,11 +37,6 @@
 #endif
 
 #ifdef ST_HAVE_CUDA
-static float *host_randn(size_t n, float scale, uint64_t seed, uint32_t salt) {
-    float *p = malloc(sizeof(float) * (n + 1));
-    st_gc_randnf(p, (long)n, scale, seed, salt);
-    return p;
-}
 
 static int same_bits(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
 
@@ -118,7 +113,7 @@ static void ppo_case_run(const ppo_case *c, uint64_t seed) {
     ppo_data h;
     h.ls = A + 2 * c->pad;
     size_t nl = (size_t)n * h.ls;
-    h.logits = host_randn(nl, 1.5f, seed, 1);
+    h.logits = host_randn_scaled(nl, 1.5f, seed, 1);
     for (int i = 0; i < n; i++)
         for (int j = A; j < h.ls; j++)
             h.logits[(size_t)i * h.ls + j] = poison();
@@ -127,13 +122,13 @@ static void ppo_case_run(const ppo_case *c, uint64_t seed) {
     for (int i = 0; i < n; i++)
         h.action[i] = (int)st_rng_below(&r, (uint32_t)A);
     /* old log-probabilities near the current ones: ratios around 1, some clipped */
-    float *lp = malloc(sizeof(float) * nl), *noise = host_randn(n, 0.25f, seed, 2);
+    float *lp = malloc(sizeof(float) * nl), *noise = host_randn_scaled(n, 0.25f, seed, 2);
     st_log_softmax(n, A, h.logits, h.ls, lp, h.ls);
     h.old_logp = malloc(sizeof(float) * n);
     for (int i = 0; i < n; i++)
         h.old_logp[i] = lp[(size_t)i * h.ls + h.action[i]] + noise[i];
-    h.adv = host_randn(n, 1.0f, seed, 3), h.value = host_randn(n, 1.0f, seed, 4), h.ret = host_randn(n, 1.0f, seed, 5);
-    h.old_value = host_randn(n, 0.3f, seed, 6);
+    h.adv = host_randn_scaled(n, 1.0f, seed, 3), h.value = host_randn_scaled(n, 1.0f, seed, 4), h.ret = host_randn_scaled(n, 1.0f, seed, 5);
+    h.old_value = host_randn_scaled(n, 0.3f, seed, 6);
     for (int i = 0; i < n; i++)
         h.old_value[i] += h.value[i];
     st_ppo_coefs k = {0.2, c->vclip, 0.5, 0.01};
@@ -217,8 +212,8 @@ static void adam_case_run(const char *preset, double clip_ratio, uint64_t seed) 
     st_dims_preset(preset, &d);
     CHECK(st_param_table_build(&d, &t) == ST_OK, "%s: param table: %s", preset, st_last_error());
     size_t n = t.total;
-    float *w0 = host_randn(n, 1.0f, seed, 1), *g0 = host_randn(n, 1.0f, seed, 2), *m0 = host_randn(n, 0.1f, seed, 3);
-    float *v0 = host_randn(n, 0.1f, seed, 4);
+    float *w0 = host_randn_scaled(n, 1.0f, seed, 1), *g0 = host_randn_scaled(n, 1.0f, seed, 2), *m0 = host_randn_scaled(n, 0.1f, seed, 3);
+    float *v0 = host_randn_scaled(n, 0.1f, seed, 4);
     for (size_t i = 0; i < n; i++)
         v0[i] *= v0[i]; /* second moments are squares */
     st_adamw_hparams h = {1e-2, 0.9, 0.999, 1e-8, 0.1};

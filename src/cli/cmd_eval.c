@@ -1,6 +1,7 @@
 /* cmd_eval.c: `ssmtrade eval`: backtest a checkpoint on a split, greedy and
  * sampled, against the baselines on the same bars; metrics table, JSON and
- * the HTML report (DESIGN sections 4, 10, 12). */
+ * the HTML report (DESIGN sections 4, 10, 12). The agent's model runs on
+ * the GPU (train/evaluate_cuda.h) or the CPU (train/evaluate.h): --device. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,11 +12,13 @@
 #include "cli/commands.h"
 #include "cli/eval_report.h"
 #include "cli/run_setup.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "env/metrics_table.h"
 #include "env/policies.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/evaluate_cuda.h"
 
 static const st_flag flags[] = {
     {"ckpt", "CKPT", "checkpoint to evaluate (required)"},
@@ -23,6 +26,7 @@ static const st_flag flags[] = {
     {"split", "NAME", "validation or test (default test)"},
     {"report", "FILE.html", "write the self-contained HTML report here"},
     {"seed", "S", "seed of the sampled policy and the random baseline (1)"},
+    {"device", "cpu|cuda", "where the model runs (default: cuda when a GPU is present, else cpu)"},
     {"bars-per-year", "N", "annualisation of Sharpe, Sortino and CAGR (252)"},
     {"json", NULL, "print machine-readable JSON"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
@@ -32,14 +36,25 @@ static const st_flag flags[] = {
 enum { COL_GREEDY, COL_SAMPLED, COL_FLAT, COL_BUYHOLD, COL_RANDOM, COL_ORACLE, N_COLS };
 static const char *const col_names[N_COLS] = {"greedy", "sampled", "flat", "buyhold", "random", "oracle"};
 
-static int run_agent(st_model *model, const st_market *m, const st_backtest_opts *bt, int greedy, uint64_t seed,
-                     st_backtest_result *r, double *importance) {
+static int run_agent_cpu(st_model *model, const st_market *m, const st_backtest_opts *bt, int greedy, uint64_t seed,
+                         st_backtest_result *r, double *importance) {
     st_agent ag;
     ST_TRY(st_agent_init(&ag, model, m, greedy, seed));
     int rc = st_backtest_run(m, bt, st_agent_act, &ag, r);
     if (rc == ST_OK && importance)
         for (int j = 0; j < m->F; j++) importance[j] = ag.importance_rows ? ag.importance[j] / ag.importance_rows : 0;
     st_agent_free(&ag);
+    return rc;
+}
+
+/* The same agent with the model on the GPU (train/evaluate_cuda.h). */
+static int run_agent_cuda(st_model *model, const st_market *m, const st_backtest_opts *bt, int greedy,
+                          uint64_t seed, st_backtest_result *r, double *importance) {
+    st_cuda_agent ag;
+    ST_TRY(st_cuda_agent_init(&ag, &model->d, model->table, model->w, m, greedy, seed));
+    int rc = st_backtest_run(m, bt, st_cuda_agent_act, &ag, r);
+    if (rc == ST_OK && importance) st_cuda_agent_importance(&ag, importance);
+    st_cuda_agent_free(&ag);
     return rc;
 }
 
@@ -105,6 +120,11 @@ static int evaluate(const st_args *a) {
     long long seed;
     double bpy;
     int rc = st_split_parse(st_args_str(a, "split", "test"), &split);
+    const char *device = st_args_str(a, "device", st_cuda_devices() > 0 ? "cuda" : "cpu");
+    int gpu = strcmp(device, "cuda") == 0;
+    if (rc == ST_OK && !gpu && strcmp(device, "cpu") != 0)
+        rc = ST_FAIL(ST_ERR_INPUT, "--device %s: expected cpu or cuda", device);
+    if (rc == ST_OK && gpu && st_cuda_devices() == 0) rc = ST_FAIL(ST_ERR_INPUT, "--device cuda: %s", st_cuda_describe());
     if (rc == ST_OK) rc = st_args_i64(a, "seed", 1, &seed);
     if (rc == ST_OK) rc = st_args_double(a, "bars-per-year", 252, &bpy);
     if (rc == ST_OK) rc = load(a, &s);
@@ -127,8 +147,8 @@ static int evaluate(const st_args *a) {
         memset(&cols[c], 0, sizeof cols[c]);
         cols[c].name = col_names[c];
         if (c == COL_GREEDY || c == COL_SAMPLED) {
-            rc = run_agent(&s.model, &s.m, &bt, c == COL_GREEDY, (uint64_t)seed, &res[c],
-                           c == COL_GREEDY ? importance : NULL);
+            rc = (gpu ? run_agent_cuda : run_agent_cpu)(&s.model, &s.m, &bt, c == COL_GREEDY, (uint64_t)seed,
+                                                        &res[c], c == COL_GREEDY ? importance : NULL);
         } else {
             int p = c == COL_FLAT ? ST_BASELINE_FLAT : c == COL_BUYHOLD ? ST_BASELINE_BUYHOLD
                     : c == COL_RANDOM ? ST_BASELINE_RANDOM : ST_BASELINE_ORACLE;
@@ -151,8 +171,9 @@ static int evaluate(const st_args *a) {
         cJSON_free(txt);
         cJSON_Delete(root);
     } else if (rc == ST_OK) {
-        printf("evaluation of %s on the %s split: %d instruments, %ld instrument-bars\n\n", ckpt,
+        printf("evaluation of %s on the %s split: %d instruments, %ld instrument-bars\n", ckpt,
                st_split_name(split), res[COL_GREEDY].n_acct, res[COL_GREEDY].inst_bars);
+        printf("device: %s\n\n", gpu ? st_cuda_describe() : "cpu");
         st_metrics_print(stdout, cols, N_COLS);
     }
     const char *report = st_args_str(a, "report", NULL);

@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "model/params.h"
@@ -37,6 +38,8 @@ static void print_json(const st_dims *d, const st_param_table *t, size_t act_byt
     }
     cJSON_AddNumberToObject(root, "total_parameters", (double)t->total);
     cJSON_AddNumberToObject(root, "activation_bytes", (double)act_bytes);
+    cJSON_AddNumberToObject(root, "cuda_devices", st_cuda_devices());
+    cJSON_AddStringToObject(root, "device", st_cuda_describe());
     char *s = cJSON_Print(root);
     puts(s);
     cJSON_free(s);
@@ -47,8 +50,8 @@ int st_cmd_info(int argc, char **argv) {
     st_args a;
     int rc = st_args_parse(argc, argv, flags, N_FLAGS, &a);
     if (rc == ST_OK && a.help) {
-        st_args_usage(stdout, "info", "Prints the sizes, the parameter table (name, shape, count) and a memory "
-                                      "estimate.", flags, N_FLAGS);
+        st_args_usage(stdout, "info", "Prints the sizes, the parameter table (name, shape, count), a memory "
+                                      "estimate and the CUDA device (JSON: cuda_devices).", flags, N_FLAGS);
         st_args_free(&a);
         return 0;
     }
@@ -82,6 +85,7 @@ int st_cmd_info(int argc, char **argv) {
                (double)t.total * 4 * mb, (double)t.total * 16 * mb);
         printf("        activations of one forward/backward over B=%d windows of K=%d: %.1f MiB\n", d.B, d.K,
                (double)act * mb);
+        printf("device: %s\n", st_cuda_describe());
     }
     st_param_table_free(&t);
     st_args_free(&a);

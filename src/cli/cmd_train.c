@@ -28,7 +28,7 @@ static const st_flag extra_flags[] = {
     ST_DIMS_FLAGS,
     {"out", "RUNDIR", "run folder: checkpoints, metrics.jsonl, config.json (runs/train)"},
     {"resume", "CKPT", "continue the run of this checkpoint (bit-identical)"},
-    {"device", "cpu|cuda", "backend (cpu; cuda: model, loss and optimiser on the GPU, environment on the CPU)"},
+    {"device", "cpu|cuda", "backend (default: cuda when a GPU is present, else cpu; cuda runs the whole step on the GPU)"},
     {"quiet", NULL, "no progress lines"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
     {"trace", "off|sentinel|full", "NaN/Inf tracer: off, sentinel (scalar checks, replay on a trip), full scans"},
@@ -125,26 +125,40 @@ static int save(const st_trainer *t, const char *out, int periodic) {
     return st_checkpoint_save(path, t);
 }
 
-/* The tracer of a run: none when --trace is off and nothing is injected. */
+/* The tracer of a run: none when --trace is off and nothing is injected.
+ * On the CPU the guard drives it; on the GPU the trainer does (the guard
+ * then only carries the tracer and the host trainer for the dump). */
 typedef struct {
     st_trace tr;
     st_trace_guard g;
-    int on;
+    int on, gpu;
 } run_trace;
 
-static int trace_setup(const st_args *a, st_trainer *t, run_trace *rt) {
+static int trace_setup(const st_args *a, st_trainer *t, st_cuda_trainer *gt, run_trace *rt) {
     st_trace_mode mode;
     ST_TRY(st_trace_mode_parse(st_args_str(a, "trace", "off"), &mode));
     const char *inject = st_args_str(a, "inject", NULL);
     if (mode == ST_TRACE_OFF && !inject) return ST_OK;
-    ST_TRY(st_trace_for_trainer(&rt->tr, t, mode, inject));
+    if (!gt) {
+        ST_TRY(st_trace_for_trainer(&rt->tr, t, mode, inject));
+        rt->on = 1;
+        return st_trace_guard_init(&rt->g, &rt->tr, t);
+    }
+    st_label_sizes z;
+    st_cuda_trainer_label_sizes(gt, &z);
+    ST_TRY(st_trace_init(&rt->tr, mode, &z, &t->table, t->cfg.minibatches));
     rt->on = 1;
-    return st_trace_guard_init(&rt->g, &rt->tr, t);
+    rt->gpu = 1;
+    if (inject && inject[0]) ST_TRY(st_trace_set_inject(&rt->tr, inject));
+    memset(&rt->g, 0, sizeof rt->g);
+    rt->g.tr = &rt->tr;
+    rt->g.t = t;
+    return st_cuda_trainer_set_trace(gt, &rt->tr);
 }
 
 static void trace_free(run_trace *rt) {
     if (!rt->on) return;
-    st_trace_guard_free(&rt->g);
+    if (!rt->gpu) st_trace_guard_free(&rt->g);
     st_trace_free(&rt->tr);
 }
 
@@ -164,13 +178,16 @@ static int trace_trip(const st_args *a, run_trace *rt, const char *out, int rc) 
 static int train(const st_args *a, st_train_config *cfg) {
     const char *out = st_args_str(a, "out", "runs/train");
     const char *resume = st_args_str(a, "resume", NULL);
-    const char *device = st_args_str(a, "device", "cpu");
+    /* poisoned padding is a debug mode of the CPU backend: it picks the CPU unless told otherwise */
+    const char *device =
+        st_args_str(a, "device", st_cuda_devices() > 0 && !st_args_has(a, "poison-padding") ? "cuda" : "cpu");
     ST_REQUIRE(strcmp(device, "cpu") == 0 || strcmp(device, "cuda") == 0, ST_ERR_INPUT,
                "--device %s: expected cpu or cuda", device);
     int gpu = strcmp(device, "cuda") == 0;
+    ST_REQUIRE(!gpu || !st_args_has(a, "poison-padding"), ST_ERR_INPUT,
+               "--poison-padding is a debug mode of the cpu backend (the GPU's activations are contiguous): use "
+               "--device cpu");
     ST_REQUIRE(!gpu || st_cuda_devices() > 0, ST_ERR_INPUT, "--device cuda: %s", st_cuda_describe());
-    ST_REQUIRE(!gpu || (strcmp(st_args_str(a, "trace", "off"), "off") == 0 && !st_args_has(a, "poison-padding")),
-               ST_ERR_INPUT, "--device cuda: the tracer runs on the cpu backend only so far (use --device cpu)");
     st_safetensors ck = {0};
     if (resume) {
         ST_TRY(st_safetensors_open(resume, &ck));
@@ -198,7 +215,7 @@ static int train(const st_args *a, st_train_config *cfg) {
     if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, t);
     if (rc == ST_OK && resume && gpu) rc = st_cuda_trainer_push_host(&gpu_t);
     run_trace rt = {0};
-    if (rc == ST_OK && !gpu) rc = trace_setup(a, t, &rt);
+    if (rc == ST_OK) rc = trace_setup(a, t, gpu ? &gpu_t : NULL, &rt);
     st_safetensors_close(&ck);
     char path[1200];
     if (rc == ST_OK) {
@@ -231,7 +248,9 @@ static int train(const st_args *a, st_train_config *cfg) {
         rc = gpu ? st_cuda_trainer_update(&gpu_t, &s) : rt.on ? st_trace_guard_update(&rt.g, &s) : st_trainer_update(t, &s);
         if (rc == ST_ERR_NUMERIC && rt.on && rt.tr.tripped) {
             if (!quiet) progress_line(&s, cfg, st_trace_status(&rt.tr));
-            rc = trace_trip(a, &rt, out, rc);
+            /* the GPU trainer is back at its pre-step state on the device: the dump's checkpoint needs it on the host */
+            int src = gpu ? st_cuda_trainer_sync_host(&gpu_t) : ST_OK;
+            rc = src == ST_OK ? trace_trip(a, &rt, out, rc) : src;
         }
         if (rc != ST_OK) break;
         elapsed += s.seconds;

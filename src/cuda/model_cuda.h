@@ -24,11 +24,21 @@
 #define ST_MODEL_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/config.h"
 #include "model/params.h"
 
 struct st_cuda_model_views; /* device pointers into w and g, per tensor (private) */
+
+/* The NaN/Inf tracer's hook: called (during the forward / backward, on the
+ * host, in stream order) right after each labelled activation is written,
+ * with the label's (phase, kind, index) of trace/trace.h: forward labels
+ * under scan_phase (act or train), backward labels under bwd. p is a device
+ * pointer to a [rows, width] tensor of row stride `stride`. The hook
+ * enqueues its scan on the model's stream and returns an ST_* status. */
+typedef int (*st_cuda_scan_fn)(void *ctx, int phase, int kind, int index, const float *p, int64_t rows,
+                               int64_t width, int64_t stride);
 
 typedef struct {
     st_dims d;
@@ -36,6 +46,9 @@ typedef struct {
     const st_param_table *table;
     float *w, *g; /* flat device parameters and gradients (not owned) */
     void *stream; /* cudaStream_t of every call (NULL: default stream) */
+    st_cuda_scan_fn scan; /* tracer hook (NULL: none) */
+    void *scan_ctx;
+    int scan_phase; /* ST_PHASE_ACT or ST_PHASE_TRAIN of the next forward */
     struct st_cuda_model_views *views;
     /* activations of the last forward (one device allocation, `arena`) */
     void *arena;

@@ -22,7 +22,14 @@ extern "C" {
 #include "cuda/model_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "model/vsn.h" /* st_vsn_weights_f32 / st_vsn_grads_f32 (float build) */
+#include "trace/trace.h" /* label kinds of the tracer hook */
 }
+
+/* The tracer hook of a labelled tensor (nothing without one). */
+#define MD_SCAN(phase, kind, index, p, rows, width, stride)                                                    \
+    do {                                                                                                       \
+        if (m->scan) ST_TRY(m->scan(m->scan_ctx, (phase), (kind), (index), (p), (rows), (width), (stride)));  \
+    } while (0)
 
 #define MD_THREADS 256
 
@@ -257,17 +264,26 @@ extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, in
     m->n = n;
     m->x = X;
     m->x_stride = x_stride;
+    int ph = m->scan_phase;
     ST_TRY(st_cuda_vsn_forward(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, m->vsn_v, Dv, m->vsn_alpha,
                                F, m->vsn_saved, m->work, st));
+    MD_SCAN(ph, ST_TK_VSN_OUT, 0, m->vsn_v, rows, Dv, Dv);
+    MD_SCAN(ph, ST_TK_VSN_ALPHA, 0, m->vsn_alpha, rows, F, F);
     md_concat_kernel<<<md_blocks((long)rows * vcw), MD_THREADS, 0, st>>>(rows, Dv, C, m->vsn_v, Dv, X + F, x_stride,
                                                                          m->vc, vcw);
     ST_CUDA_LAUNCHED();
+    MD_SCAN(ph, ST_TK_W_IN_IN, 0, m->vc, rows, vcw, vcw);
     ST_TRY(st_cuda_linear_forward(rows, vcw, D, m->vc, vcw, vw->w_in_w, vw->w_in_b, m->u[0], D, st));
-    for (int l = 0; l < d->L; l++)
+    MD_SCAN(ph, ST_TK_W_IN_OUT, 0, m->u[0], rows, D, D);
+    for (int l = 0; l < d->L; l++) {
         ST_TRY(st_cuda_mamba2_forward(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l], m->work, st));
+        MD_SCAN(ph, ST_TK_MIX_OUT, l, m->u[l + 1], rows, D, D);
+    }
     ST_TRY(st_cuda_heads_forward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D,
                                  X + (size_t)(K - 1) * x_stride + F, K * x_stride, &vw->heads_w, logits, logits_stride,
                                  value, m->heads_saved, st));
+    MD_SCAN(ph, ST_TK_LOGITS, 0, logits, n, d->A, logits_stride);
+    MD_SCAN(ph, ST_TK_VALUE, 0, value, 1, n, n);
     return ST_OK;
 }
 
@@ -286,15 +302,19 @@ extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, in
     ST_TRY(st_cuda_heads_backward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D, &vw->heads_w,
                                   m->heads_saved, dlogits, dlogits_stride, dvalue, du + (size_t)(K - 1) * D, K * D,
                                   m->dc_head, C, 0, &vw->heads_g, m->work, st));
+    MD_SCAN(ST_PHASE_BWD, ST_TK_DU, d->L, du, rows, D, D);
+    MD_SCAN(ST_PHASE_BWD, ST_TK_DC_HEAD, 0, m->dc_head, n, C, C);
     for (int l = d->L - 1; l >= 0; l--) {
         ST_TRY(st_cuda_mamba2_backward(d, n, &vw->mix_w[l], m->u[l], D, m->mix_saved[l], du, D, du_next, D,
                                        &vw->mix_g[l], m->work, st));
+        MD_SCAN(ST_PHASE_BWD, ST_TK_DU, l, du_next, rows, D, D);
         float *t = du;
         du = du_next;
         du_next = t;
     }
     ST_TRY(st_cuda_linear_backward(rows, vcw, D, m->vc, vcw, vw->w_in_w, du, D, m->dvc, vcw, 0, vw->g_w_in_w,
                                    vw->g_w_in_b, st));
+    MD_SCAN(ST_PHASE_BWD, ST_TK_DVC, 0, m->dvc, rows, vcw, vcw);
     /* VSN: the snapshot gradient goes to dX; the context gradient to dX's
      * context columns (or scratch), then the w_in and head paths add in. */
     float *dc = dX ? dX + F : m->dc_rows;
@@ -304,5 +324,6 @@ extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, in
     md_context_grad_kernel<<<md_blocks((long)rows * C), MD_THREADS, 0, st>>>(rows, K, Dv, C, m->dvc, vcw, m->dc_head,
                                                                              C, dc, dc_stride);
     ST_CUDA_LAUNCHED();
+    MD_SCAN(ST_PHASE_BWD, ST_TK_DC, 0, dc, rows, C, dc_stride);
     return ST_OK;
 }

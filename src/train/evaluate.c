@@ -43,20 +43,29 @@ int st_agent_act(void *user, const st_env *e, const float *ctx, int ctx_stride, 
                B, a->model->max_windows);
     ST_TRY(st_window_build(a->m, B, d->K, e->inst, e->bar, ctx, d->C, ctx_stride, a->win, row));
     st_model_forward(a->model, B, a->win, row, a->logits, d->A, a->value);
-    double u[B];
+    st_agent_decide(d, e, a->logits, a->model->vsn_alpha, a->model->alpha_stride, a->seed, a->greedy, actions,
+                    a->importance, &a->importance_rows);
+    return ST_OK;
+}
+
+void st_agent_decide(const st_dims *d, const st_env *e, const float *logits, const float *alpha, int alpha_stride,
+                     uint64_t seed, int greedy, int *actions, double *importance, long *importance_rows) {
+    int B = e->B;
+    double u[B > 0 ? B : 1];
+    u[0] = 0; /* B >= 1 always; says so to the compiler */
     for (int b = 0; b < B; b++) {
         uint64_t idx = ((uint64_t)(uint32_t)e->inst[b] << 32) | (uint32_t)e->bar[b];
-        st_philox4 r = st_philox_draw(a->seed ^ ST_AGENT_SALT, ST_STREAM_EVAL, idx);
+        st_philox4 r = st_philox_draw(seed ^ ST_AGENT_SALT, ST_STREAM_EVAL, idx);
         u[b] = st_u01d(r.v[0], r.v[1]);
     }
-    st_select_actions(B, d->A, a->logits, u, a->greedy, actions, NULL);
+    st_select_actions(B, d->A, logits, u, greedy, actions, NULL);
     /* importance: the selection weights of the rows of walking instruments */
     for (int b = 0; b < B; b++) {
         if (!e->active[b]) continue;
-        const float *al = a->model->vsn_alpha + (size_t)b * d->K * d->F;
-        for (int k = 0; k < d->K; k++)
-            for (int j = 0; j < d->F; j++) a->importance[j] += al[(size_t)k * d->F + j];
-        a->importance_rows += d->K;
+        for (int k = 0; k < d->K; k++) {
+            const float *al = alpha + ((size_t)b * d->K + (size_t)k) * (size_t)alpha_stride;
+            for (int j = 0; j < d->F; j++) importance[j] += al[j];
+        }
+        *importance_rows += d->K;
     }
-    return ST_OK;
 }

@@ -33,4 +33,11 @@ void st_agent_free(st_agent *a);
 /* The st_policy_fn; user is an st_agent *. */
 int st_agent_act(void *user, const st_env *e, const float *ctx, int ctx_stride, int *actions);
 
+/* The host half of an agent's step, shared by the CPU agent and the GPU
+ * one (train/evaluate_cuda.h): the draws and the rule for the e->B windows'
+ * logits [B, A], and the importance sums of the walking instruments' rows
+ * of alpha ([B*K, F], row stride alpha_stride). */
+void st_agent_decide(const st_dims *d, const st_env *e, const float *logits, const float *alpha, int alpha_stride,
+                     uint64_t seed, int greedy, int *actions, double *importance, long *importance_rows);
+
 #endif

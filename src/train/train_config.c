@@ -184,6 +184,8 @@ int st_train_config_validate(const st_train_config *c) {
                "rollout T*B = %d*%d = %ld samples do not split into %d equal minibatches", d->T, d->B, n,
                c->minibatches);
     ST_REQUIRE(c->lr > 0 && c->lr < 1, ST_ERR_INPUT, "--lr %g is outside (0, 1)", c->lr);
+    ST_REQUIRE(c->precision && (strcmp(c->precision, "fp32") == 0 || strcmp(c->precision, "bf16") == 0),
+               ST_ERR_INPUT, "--precision %s: expected fp32 or bf16", c->precision ? c->precision : "(none)");
     ST_REQUIRE(c->gamma > 0 && c->gamma <= 1 && c->gae_lambda >= 0 && c->gae_lambda <= 1, ST_ERR_INPUT,
                "--gamma must be in (0, 1] and --gae-lambda in [0, 1]");
     ST_REQUIRE(c->clip > 0, ST_ERR_INPUT, "--clip must be positive");

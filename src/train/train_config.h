@@ -38,6 +38,7 @@
     X(DBL, commission_bps, "commission-bps", 1.0, "commission per fill, bps of price")                         \
     X(DBL, risk_fraction, "risk-fraction", 0.01, "money equity risked per trade (reports)")                    \
     X(I64, seed, "seed", 1, "seed of every random stream")                                                     \
+    X(STR, precision, "precision", "fp32", "GPU matrix products: fp32, or bf16 (bf16 operands, fp32 accumulation and master weights)") \
     X(INT, checkpoint_every, "checkpoint-every", 10, "updates between checkpoints (0: only at the end)")       \
     X(STR, data, "data", "", "folder or file of OHLCV CSVs (empty: the built-in synthetic market)")            \
     X(INT, instruments, "instruments", 8, "synthetic market: instruments")                                     \

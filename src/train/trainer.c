@@ -51,7 +51,7 @@ void st_select_actions(int n, int A, const float *logits, const double *u, int g
     }
 }
 
-static st_env_config env_config(const st_train_config *c) {
+st_env_config st_trainer_env_config(const st_train_config *c) {
     st_env_config e = st_env_config_default();
     e.H = c->episode_length;
     e.k_stop = c->k_stop;
@@ -70,7 +70,9 @@ static st_env_config env_config(const st_train_config *c) {
         if (!(p)) return ST_FAIL(ST_ERR_MEMORY, "out of memory for the trainer (%s)", #p);                     \
     } while (0)
 
-static int alloc_buffers(st_trainer *t) {
+/* Every buffer; with_model = 0 leaves out the window and the model's
+ * inputs and outputs (a GPU trainer's host side never runs the CPU model). */
+static int alloc_buffers(st_trainer *t, int with_model) {
     const st_dims *d = &t->cfg.dims;
     int B = d->B, C = d->C, A = d->A, N = t->N, mw = B > t->mb ? B : t->mb;
     size_t P = t->table.total;
@@ -91,6 +93,7 @@ static int alloc_buffers(st_trainer *t) {
     ALLOC(t->ctx, (size_t)B * C);
     ALLOC(t->last_value, B);
     ALLOC(t->perm, N);
+    if (!with_model) return ST_OK;
     ALLOC(t->mb_inst, mw);
     ALLOC(t->mb_bar, mw);
     ALLOC(t->mb_action, mw);
@@ -107,11 +110,21 @@ static int alloc_buffers(st_trainer *t) {
     return ST_OK;
 }
 
+static int init_common(st_trainer *t, const st_train_config *cfg, const st_market *m, int pad, int with_model);
+
 int st_trainer_init(st_trainer *t, const st_train_config *cfg, const st_market *m) {
     return st_trainer_init_padded(t, cfg, m, 0);
 }
 
 int st_trainer_init_padded(st_trainer *t, const st_train_config *cfg, const st_market *m, int pad) {
+    return init_common(t, cfg, m, pad, 1);
+}
+
+int st_trainer_init_host(st_trainer *t, const st_train_config *cfg, const st_market *m) {
+    return init_common(t, cfg, m, 0, 0);
+}
+
+static int init_common(st_trainer *t, const st_train_config *cfg, const st_market *m, int pad, int with_model) {
     memset(t, 0, sizeof *t);
     ST_REQUIRE(pad >= 0, ST_ERR_INPUT, "negative row padding %d", pad);
     ST_TRY(st_train_config_validate(cfg));
@@ -125,12 +138,12 @@ int st_trainer_init_padded(st_trainer *t, const st_train_config *cfg, const st_m
     t->pad = pad;
     t->win_stride = d->F + d->C + pad;
     ST_TRY(st_param_table_build(d, &t->table));
-    ST_TRY(alloc_buffers(t));
+    ST_TRY(alloc_buffers(t, with_model));
     st_params_init_f32(&t->table, (uint64_t)cfg->seed, t->w);
     int mw = d->B > t->mb ? d->B : t->mb;
     if (pad > 0) st_trace_poison_rows(t->win, (int64_t)mw * d->K, d->F + d->C, t->win_stride);
-    ST_TRY(st_model_init_padded(&t->model, d, &t->table, mw, t->w, t->g, pad));
-    st_env_config ec = env_config(cfg);
+    if (with_model) ST_TRY(st_model_init_padded(&t->model, d, &t->table, mw, t->w, t->g, pad));
+    st_env_config ec = st_trainer_env_config(cfg);
     ST_TRY(st_env_create(&t->env, m, d->B, &ec));
     st_env_out out = {.ctx = t->ctx, .ctx_stride = d->C};
     st_env_reset(&t->env, &out);

@@ -83,6 +83,11 @@ int st_trainer_init(st_trainer *t, const st_train_config *cfg, const st_market *
  * than their rows, the gap holding the tracer's tagged NaN (poisoned
  * padding, DESIGN section 8); pad = 0 is st_trainer_init. */
 int st_trainer_init_padded(st_trainer *t, const st_train_config *cfg, const st_market *m, int pad);
+/* The host side of a GPU trainer: config, parameter table, weights (from
+ * cfg->seed), AdamW moments, environments and the rollout arrays, but no
+ * CPU model, window or minibatch buffers (st_trainer_update must not be
+ * called on it; st_checkpoint_save / restore work). */
+int st_trainer_init_host(st_trainer *t, const st_train_config *cfg, const st_market *m);
 /* Attaches a tracer (NULL detaches) to the trainer and its model. */
 void st_trainer_set_trace(st_trainer *t, struct st_trace *tr);
 void st_trainer_free(st_trainer *t);
@@ -95,6 +100,10 @@ int st_trainer_update(st_trainer *t, st_update_stats *s);
 void st_trainer_permutation(st_trainer *t, int epoch);
 /* 1 - Var(ret - value) / Var(ret) (0 when Var(ret) is 0). */
 double st_explained_variance(const float *value, const float *ret, int n);
+
+/* The training environments' config of c: episode length, stop, costs,
+ * risk, the training split, the run's seed, auto-reset. */
+st_env_config st_trainer_env_config(const st_train_config *c);
 
 /* Actions of n windows from their logits: greedy (argmax) or sampled with
  * the uniforms u[i] in [0, 1). logp[i] (may be NULL) = log pi(action). */

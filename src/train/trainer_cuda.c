@@ -1,8 +1,8 @@
-/* trainer_cuda.c: the PPO update with the model, loss and optimiser on the
- * GPU and the environments on the CPU (train/trainer_cuda.h). Host C over
- * the CUDA C APIs; the only kernel of its own is the minibatch gather
- * (train/rollout.cu). Everything runs on the default stream, so the
- * synchronous copies order themselves after the kernels. */
+/* trainer_cuda.c: PPO with the whole step on the GPU through three CUDA
+ * graphs (train/trainer_cuda.h). Host C over the CUDA C APIs: this file
+ * allocates, captures the graphs, writes the control block, replays, and
+ * reads the statistics back once per update. Every launch goes to one
+ * stream (t->stream), so stream order is the only ordering needed. */
 #include "train/trainer_cuda.h"
 
 #include <math.h>
@@ -16,20 +16,23 @@
 #ifdef ST_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cuda/host_check.h"
+
 #include "core/philox.h"
 #include "cuda/adamw_cuda.h"
+#include "cuda/linear_cuda.h"
 #include "cuda/ppo_loss_cuda.h"
 #include "cuda/rollout_cuda.h"
-#include "train/gae.h"
+#include "cuda/select_cuda.h"
 #include "train/schedule.h"
+#include "trace/trace.h"
 
-#define CU(call)                                                                                               \
-    do {                                                                                                       \
-        cudaError_t st_e_ = (call);                                                                            \
-        if (st_e_ != cudaSuccess) return ST_FAIL(ST_ERR_DEVICE, "%s: %s", #call, cudaGetErrorString(st_e_));  \
-    } while (0)
 
-#define DALLOC(p, n) CU(cudaMalloc((void **)&(p), sizeof *(p) * ((size_t)(n) > 0 ? (size_t)(n) : 1)))
+#define DALLOC(p, n) ST_CU(cudaMalloc((void **)&(p), sizeof *(p) * ((size_t)(n) > 0 ? (size_t)(n) : 1)))
+#define HALLOC(p, n) ST_CU(cudaMallocHost((void **)&(p), sizeof *(p) * ((size_t)(n) > 0 ? (size_t)(n) : 1)))
+
+enum { G_ACT = 0, G_POST = 1, G_TRAIN = 2 };
+enum { SCAN_NONE = 0, SCAN_SENTINEL = 1, SCAN_FULL = 2 };
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -37,21 +40,221 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int up(void *dst, const void *src, size_t bytes) {
-    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+static cudaStream_t stream_of(const st_cuda_trainer *t) { return (cudaStream_t)t->stream; }
+
+static int up(const st_cuda_trainer *t, void *dst, const void *src, size_t bytes) {
+    ST_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_of(t)));
+    ST_CU(cudaStreamSynchronize(stream_of(t)));
     return ST_OK;
 }
 
-static int down(void *dst, const void *src, size_t bytes) {
-    CU(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+static int down(const st_cuda_trainer *t, void *dst, const void *src, size_t bytes) {
+    ST_CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(t)));
+    ST_CU(cudaStreamSynchronize(stream_of(t)));
     return ST_OK;
 }
+
+/* ---- the tracer's scans -------------------------------------------------------------- */
+
+/* The labels of the sentinel level: the scalars the CPU guard checks, and
+ * the weights and moments after each optimiser step. */
+static int sentinel_label(const st_label *l) {
+    switch (l->kind) {
+    case ST_TK_REWARD:
+    case ST_TK_LOSS:
+    case ST_TK_GRAD_NORM:
+        return 1;
+    case ST_TK_VALUE:
+        return l->phase == ST_PHASE_ACT;
+    case ST_TK_PARAM:
+    case ST_TK_ADAM_M:
+    case ST_TK_ADAM_V:
+        return l->phase == ST_PHASE_OPTIM;
+    default:
+        return 0;
+    }
+}
+
+/* Whether label id is scanned in graphs of the level being captured: all
+ * at full, the sentinel set at sentinel, and the injected label at any
+ * level (an injection fires even with the tracer off, as on the CPU). */
+static int scanned(const st_cuda_trainer *t, int id) {
+    if (!t->trace || id < 0) return 0;
+    if (t->trace->inject.armed && t->trace->inject.label == id) return 1;
+    if (t->scan_level == SCAN_FULL) return 1;
+    return t->scan_level == SCAN_SENTINEL && sentinel_label(&t->trace->labels.l[id]);
+}
+
+static int scan_items(st_cuda_trainer *t, int n, const st_cuda_scan_item *items) {
+    return n > 0 ? st_cuda_trace_scan(&t->dtrace, n, items, t->stream) : ST_OK;
+}
+
+static int scan_label(st_cuda_trainer *t, int phase, int kind, int index, const void *p, int64_t rows, int64_t width,
+                      int64_t stride, int f64) {
+    if (!t->trace) return ST_OK;
+    int id = st_labels_slot(&t->trace->labels, (st_trace_phase)phase, (st_trace_kind)kind, index);
+    if (!scanned(t, id)) return ST_OK;
+    st_cuda_scan_item it = {id, f64, p, rows, width, stride};
+    return scan_items(t, 1, &it);
+}
+
+/* The model's hook (cuda/model_cuda.h). */
+static int model_scan(void *ctx, int phase, int kind, int index, const float *p, int64_t rows, int64_t width,
+                      int64_t stride) {
+    return scan_label((st_cuda_trainer *)ctx, phase, kind, index, p, rows, width, stride, 0);
+}
+
+/* Every parameter-shaped tensor of a flat device buffer as labels (phase, kind, i), in one batch. */
+static int scan_params(st_cuda_trainer *t, int phase, int kind, const float *base) {
+    if (!t->trace) return ST_OK;
+    const st_param_table *pt = &t->host.table;
+    st_cuda_scan_item items[pt->n > 0 ? pt->n : 1];
+    int n = 0;
+    for (int i = 0; i < pt->n; i++) {
+        int id = st_labels_slot(&t->trace->labels, (st_trace_phase)phase, (st_trace_kind)kind, i);
+        if (!scanned(t, id)) continue;
+        const st_label *l = &t->trace->labels.l[id];
+        items[n++] = (st_cuda_scan_item){id, 0, base + pt->p[i].offset, l->rows, l->width, l->stride};
+    }
+    return scan_items(t, n, items);
+}
+
+/* ---- the three graph bodies ------------------------------------------------------------ */
+
+/* Windows of n device (instrument, bar, context) triples, then the forward
+ * into t->logits [n, A] and t->value [n], scans under phase. */
+static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst, const int *bar, const float *ctx) {
+    const st_dims *d = &t->host.cfg.dims;
+    int ws = st_row_width(d);
+    ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)t->feat.inst, t->feat.F, inst, bar, ctx,
+                                d->C, t->win, ws, t->stream));
+    ST_TRY(scan_label(t, phase, ST_TK_WINDOW, 0, t->win, (int64_t)n * d->K, ws, ws, 0));
+    t->model.scan_phase = phase;
+    ST_TRY(st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value));
+    return ST_OK;
+}
+
+static int body_act(st_cuda_trainer *t) {
+    const st_dims *d = &t->host.cfg.dims;
+    int B = d->B, C = d->C;
+    const st_env *e = &t->env.dev;
+    /* the context is scanned (and an injection lands) before the rollout keeps its copy, as on the CPU */
+    ST_TRY(scan_label(t, ST_PHASE_ENV, ST_TK_CONTEXT, 0, t->ctx, B, C, C, 0));
+    ST_TRY(st_cuda_step_record(B, C, t->ctrl, e->inst, e->bar, t->ctx, C, t->r_inst, t->r_bar, t->r_ctx, t->stream));
+    ST_TRY(forward_windows(t, ST_PHASE_ACT, B, e->inst, e->bar, t->ctx));
+    ST_TRY(st_cuda_select_actions(B, d->A, t->logits, d->A, (uint64_t)t->host.cfg.seed, ST_STREAM_ACTION,
+                                  &t->ctrl->draw_base, 0, t->a_action, t->a_logp, t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_ACT, ST_TK_LOGP, 0, t->a_logp, 1, B, B, 0));
+    st_cuda_env_out out = {.reward = t->a_reward, .done = t->a_done, .ep_R = t->a_epR, .ctx = t->ctx, .ctx_stride = C};
+    ST_TRY(st_cuda_env_step(&t->env, t->a_action, &out, t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_ENV, ST_TK_REWARD, 0, t->a_reward, 1, B, B, 0));
+    ST_TRY(st_cuda_step_commit(B, t->ctrl, t->a_action, t->a_logp, t->value, t->a_reward, t->a_done, t->a_epR,
+                               t->r_action, t->r_logp, t->r_value, t->r_reward, t->r_done, t->r_epR, t->stream));
+    return st_cuda_step_advance_act(B, t->ctrl, t->stream);
+}
+
+static int body_post(st_cuda_trainer *t) {
+    const st_train_config *c = &t->host.cfg;
+    const st_dims *d = &c->dims;
+    int B = d->B, T = d->T;
+    const st_env *e = &t->env.dev;
+    ST_TRY(st_cuda_step_set_sub(t->ctrl, T, t->stream)); /* the bootstrap forward is act pass T */
+    ST_TRY(forward_windows(t, ST_PHASE_ACT, B, e->inst, e->bar, t->ctx));
+    ST_CU(cudaMemcpyAsync(t->last_value, t->value, sizeof(float) * B, cudaMemcpyDeviceToDevice, stream_of(t)));
+    ST_TRY(st_cuda_gae(T, B, t->r_reward, t->r_value, t->r_done, t->last_value, c->gamma, c->gae_lambda, t->adv,
+                       t->ret, t->stream));
+    ST_TRY(st_cuda_step_set_sub(t->ctrl, -1, t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_GAE_ADV, 0, t->adv, T, B, B, 0));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_GAE_RET, 0, t->ret, T, B, B, 0));
+    return st_cuda_rollout_stats_compute(t->host.N, t->r_reward, t->r_value, t->r_done, t->r_epR, t->ret, t->rstats,
+                                 t->stats_work, t->stream);
+}
+
+static int body_train(st_cuda_trainer *t) {
+    st_trainer *h = &t->host;
+    const st_train_config *c = &h->cfg;
+    const st_dims *d = &c->dims;
+    int mb = h->mb;
+    size_t P = h->table.total;
+    st_ppo_coefs pc = {c->clip, c->value_clip, c->vf_coef, c->ent_coef};
+    st_adamw_hparams hp = {0, c->beta1, c->beta2, c->adam_eps, c->weight_decay};
+    ST_TRY(st_cuda_step_begin_train(t->ctrl, t->stream));
+    ST_TRY(st_cuda_rollout_gather_at(mb, d->C, t->perm, &t->ctrl->k, t->r_inst, t->r_bar, t->r_action, t->r_ctx,
+                                     t->r_logp, t->r_value, t->ret, t->adv, t->mb_inst, t->mb_bar, t->mb_action,
+                                     t->mb_ctx, t->mb_logp, t->mb_value, t->mb_ret, t->mb_adv, t->gather_work,
+                                     t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_MB_ADV, 0, t->mb_adv, 1, mb, mb, 0));
+    ST_TRY(forward_windows(t, ST_PHASE_TRAIN, mb, t->mb_inst, t->mb_bar, t->mb_ctx));
+    ST_TRY(st_cuda_ppo_loss(mb, d->A, t->logits, d->A, t->mb_action, t->mb_logp, t->mb_adv, t->value, t->mb_value,
+                            t->mb_ret, &pc, t->stats1, t->dlogits, d->A, t->dvalue, t->loss_work, t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_LOSS, 0, t->stats1, 1, 6, 6, 1));
+    ST_TRY(scan_label(t, ST_PHASE_BWD, ST_TK_DLOGITS, 0, t->dlogits, mb, d->A, d->A, 0));
+    ST_TRY(scan_label(t, ST_PHASE_BWD, ST_TK_DVALUE, 0, t->dvalue, 1, mb, mb, 0));
+    ST_CU(cudaMemsetAsync(t->g, 0, sizeof(float) * P, stream_of(t)));
+    ST_TRY(st_cuda_model_backward(&t->model, t->dlogits, d->A, t->dvalue, NULL, 0));
+    ST_TRY(scan_params(t, ST_PHASE_GRAD, ST_TK_PARAM, t->g));
+    ST_TRY(st_cuda_grad_norm(P, t->g, t->gnorm1, t->norm_work, t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_GRAD, ST_TK_GRAD_NORM, 0, t->gnorm1, 1, 1, 1, 1));
+    ST_TRY(st_cuda_adamw_clip_step(P, t->w, t->g, t->adam_m, t->adam_v, t->decay, &hp, c->max_grad_norm, t->gnorm1,
+                                   t->ctrl, t->stream));
+    ST_TRY(scan_params(t, ST_PHASE_OPTIM, ST_TK_ADAM_M, t->adam_m));
+    ST_TRY(scan_params(t, ST_PHASE_OPTIM, ST_TK_ADAM_V, t->adam_v));
+    ST_TRY(scan_params(t, ST_PHASE_OPTIM, ST_TK_PARAM, t->w));
+    return st_cuda_step_commit_train(t->ctrl, t->stats1, t->gnorm1, t->stats, t->gnorm, t->stream);
+}
+
+/* ---- capture and replay ---------------------------------------------------------------- */
+
+static void destroy_graphs(st_cuda_trainer *t) {
+    for (int l = 0; l < 3; l++)
+        for (int g = 0; g < 3; g++)
+            if (t->exec[l][g]) {
+                cudaGraphExecDestroy((cudaGraphExec_t)t->exec[l][g]);
+                t->exec[l][g] = NULL;
+            }
+}
+
+/* Captures body into graph g of scan level `level` (once). The body's
+ * launches are recorded, not run; a failure inside ends the capture. */
+static int capture(st_cuda_trainer *t, int level, int g) {
+    if (t->exec[level][g]) return ST_OK;
+    static int (*const bodies[3])(st_cuda_trainer *) = {body_act, body_post, body_train};
+    st_cuda_set_matmul_precision(t->bf16 ? ST_MATMUL_BF16 : ST_MATMUL_FP32);
+    t->scan_level = level;
+    ST_CU(cudaStreamBeginCapture(stream_of(t), cudaStreamCaptureModeThreadLocal));
+    int rc = bodies[g](t);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(stream_of(t), &graph);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    if (rc != ST_OK) {
+        if (graph) cudaGraphDestroy(graph);
+        return rc;
+    }
+    if (e != cudaSuccess) return ST_FAIL(ST_ERR_DEVICE, "capturing the %s graph: %s", g == G_ACT ? "action-step" :
+                                         g == G_POST ? "post-rollout" : "training-step", cudaGetErrorString(e));
+    cudaGraphExec_t exec = NULL;
+    e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return ST_FAIL(ST_ERR_DEVICE, "instantiating a CUDA graph: %s", cudaGetErrorString(e));
+    t->exec[level][g] = exec;
+    return ST_OK;
+}
+
+static int launch(st_cuda_trainer *t, int level, int g) {
+    ST_TRY(capture(t, level, g));
+    ST_CU(cudaGraphLaunch((cudaGraphExec_t)t->exec[level][g], stream_of(t)));
+    return ST_OK;
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
 
 static int alloc_device(st_cuda_trainer *t) {
     const st_train_config *c = &t->host.cfg;
     const st_dims *d = &c->dims;
     size_t P = t->host.table.total;
-    int N = t->host.N, mw = t->mw, steps = c->epochs * c->minibatches;
+    int N = t->host.N, B = d->B, mw = t->mw, steps = c->epochs * c->minibatches;
+    DALLOC(t->ctrl, 1);
+    HALLOC(t->h_ctrl, 1);
     DALLOC(t->w, P);
     DALLOC(t->g, P);
     DALLOC(t->adam_m, P);
@@ -60,12 +263,22 @@ static int alloc_device(st_cuda_trainer *t) {
     DALLOC(t->r_inst, N);
     DALLOC(t->r_bar, N);
     DALLOC(t->r_action, N);
-    DALLOC(t->perm, N);
+    DALLOC(t->perm, (size_t)c->epochs * N);
     DALLOC(t->r_ctx, (size_t)N * d->C);
     DALLOC(t->r_logp, N);
     DALLOC(t->r_value, N);
+    DALLOC(t->r_reward, N);
+    DALLOC(t->r_epR, N);
+    DALLOC(t->r_done, N);
     DALLOC(t->adv, N);
     DALLOC(t->ret, N);
+    DALLOC(t->ctx, (size_t)B * d->C);
+    DALLOC(t->a_action, B);
+    DALLOC(t->a_logp, B);
+    DALLOC(t->a_reward, B);
+    DALLOC(t->a_epR, B);
+    DALLOC(t->a_done, B);
+    DALLOC(t->last_value, B);
     DALLOC(t->mb_inst, mw);
     DALLOC(t->mb_bar, mw);
     DALLOC(t->mb_action, mw);
@@ -81,178 +294,193 @@ static int alloc_device(st_cuda_trainer *t) {
     DALLOC(t->dvalue, mw);
     DALLOC(t->loss_work, st_cuda_ppo_loss_work_count(t->host.mb));
     DALLOC(t->norm_work, st_cuda_grad_norm_work_count(P));
+    DALLOC(t->gather_work, st_cuda_rollout_gather_work_count());
+    DALLOC(t->stats_work, st_cuda_rollout_stats_work_count(N));
+    DALLOC(t->stats1, 1);
     DALLOC(t->stats, steps);
+    DALLOC(t->gnorm1, 1);
     DALLOC(t->gnorm, steps);
-    t->h_logits = calloc((size_t)d->B * d->A, sizeof(float));
-    if (!t->h_logits) return ST_FAIL(ST_ERR_MEMORY, "out of memory for the GPU trainer's logits");
+    DALLOC(t->rstats, 1);
+    HALLOC(t->h_perm, (size_t)c->epochs * N);
+    HALLOC(t->h_stats, steps);
+    HALLOC(t->h_gnorm, steps);
+    HALLOC(t->h_rstats, 1);
+    return ST_OK;
+}
+
+/* The device bytes a trainer of cfg needs, roughly (model activations
+ * dominate), against the free memory: a clear message instead of an
+ * out-of-memory error deep in a cudaMalloc. */
+static int check_memory(const st_cuda_trainer *t) {
+    const st_train_config *c = &t->host.cfg;
+    const st_dims *d = &c->dims;
+    double act = (double)st_cuda_model_activation_bytes(d, t->mw);
+    double per_sample = 4.0 * (12 + d->C) + 4.0 * c->epochs;
+    double need = act + per_sample * t->host.N + 4.0 * (double)t->mw * d->K * st_row_width(d) +
+                  20.0 * (double)t->host.table.total;
+    size_t free_b = 0, total_b = 0;
+    ST_CU(cudaMemGetInfo(&free_b, &total_b));
+    double gib = 1024.0 * 1024.0 * 1024.0;
+    ST_REQUIRE(need < 0.95 * (double)free_b, ST_ERR_INPUT,
+               "the GPU trainer needs about %.1f GiB (activations of a minibatch of %d windows: %.1f GiB) but the GPU "
+               "has %.1f GiB free: raise --minibatches (now %d) or lower --batch / --rollout",
+               need / gib, t->host.mb, act / gib, (double)free_b / gib, c->minibatches);
     return ST_OK;
 }
 
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m) {
     memset(t, 0, sizeof *t);
     ST_REQUIRE(st_cuda_devices() > 0, ST_ERR_DEVICE, "no CUDA device: %s", st_cuda_describe());
-    ST_TRY(st_trainer_init(&t->host, cfg, m));
-    const st_dims *d = &t->host.cfg.dims;
+    ST_TRY(st_trainer_init_host(&t->host, cfg, m));
+    const st_train_config *c = &t->host.cfg;
+    const st_dims *d = &c->dims;
+    t->bf16 = strcmp(c->precision, "bf16") == 0;
     t->mw = d->B > t->host.mb ? d->B : t->host.mb;
+    ST_TRY(check_memory(t));
+    cudaStream_t s = NULL;
+    ST_CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    t->stream = s;
     ST_TRY(alloc_device(t));
     size_t P = t->host.table.total;
     ST_TRY(st_cuda_features_upload(m, &t->feat));
-    ST_TRY(up(t->w, t->host.w, sizeof(float) * P));
-    CU(cudaMemset(t->g, 0, sizeof(float) * P));
-    CU(cudaMemset(t->adam_m, 0, sizeof(float) * P));
-    CU(cudaMemset(t->adam_v, 0, sizeof(float) * P));
+    st_env_config ec = t->host.env.cfg;
+    ST_TRY(st_cuda_env_create(&t->env, m, d->B, &ec));
+    ST_TRY(st_cuda_trainer_push_host(t)); /* weights, zero moments, the reset environments and their context */
+    ST_CU(cudaMemsetAsync(t->g, 0, sizeof(float) * P, s));
     ST_TRY(st_cuda_adamw_decay_mask(&t->host.table, t->decay));
     ST_TRY(st_cuda_model_init(&t->model, d, &t->host.table, t->mw, t->w, t->g));
+    t->model.stream = t->stream;
+    t->model.scan = model_scan;
+    t->model.scan_ctx = t;
+    /* One eager forward before any capture: the cuBLAS handle and its
+     * workspace are made on first use, which a capture cannot record. */
+    ST_TRY(forward_windows(t, ST_PHASE_ACT, d->B, t->env.dev.inst, t->env.dev.bar, t->ctx));
+    ST_CU(cudaStreamSynchronize(s));
     return ST_OK;
 }
 
-void st_cuda_trainer_free(st_cuda_trainer *t) {
-    if (t->model.views || t->model.arena) st_cuda_model_free(&t->model);
-    if (t->feat.data || t->feat.inst) st_cuda_features_free(&t->feat);
-    void *bufs[] = {t->w, t->g, t->adam_m, t->adam_v, t->decay, t->r_inst, t->r_bar, t->r_action, t->perm,
-                    t->r_ctx, t->r_logp, t->r_value, t->adv, t->ret, t->mb_inst, t->mb_bar, t->mb_action,
-                    t->mb_ctx, t->mb_logp, t->mb_value, t->mb_ret, t->mb_adv, t->win, t->logits, t->value,
-                    t->dlogits, t->dvalue, t->loss_work, t->norm_work, t->stats, t->gnorm};
+static void free_snapshot(st_cuda_trainer *t) {
+    void *bufs[] = {t->snap_w, t->snap_m, t->snap_v, t->snap_ctx, t->snap_env};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
-    free(t->h_logits);
+    t->snap_w = t->snap_m = t->snap_v = t->snap_ctx = NULL;
+    t->snap_env = NULL;
+}
+
+void st_cuda_trainer_free(st_cuda_trainer *t) {
+    destroy_graphs(t);
+    if (t->trace) st_cuda_trace_free(&t->dtrace);
+    free_snapshot(t);
+    if (t->model.views || t->model.arena) st_cuda_model_free(&t->model);
+    if (t->feat.data || t->feat.inst) st_cuda_features_free(&t->feat);
+    if (t->env.dev.block) st_cuda_env_free(&t->env);
+    void *bufs[] = {t->ctrl,      t->w,        t->g,         t->adam_m,    t->adam_v,   t->decay,    t->r_inst,
+                    t->r_bar,     t->r_action, t->perm,      t->r_ctx,     t->r_logp,   t->r_value,  t->r_reward,
+                    t->r_epR,     t->r_done,   t->adv,       t->ret,       t->ctx,      t->a_action, t->a_logp,
+                    t->a_reward,  t->a_epR,    t->a_done,    t->last_value, t->mb_inst, t->mb_bar,   t->mb_action,
+                    t->mb_ctx,    t->mb_logp,  t->mb_value,  t->mb_ret,    t->mb_adv,   t->win,      t->logits,
+                    t->value,     t->dlogits,  t->dvalue,    t->loss_work, t->norm_work, t->gather_work,
+                    t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) cudaFree(bufs[i]);
+    void *pinned[] = {t->h_ctrl, t->h_perm, t->h_stats, t->h_gnorm, t->h_rstats};
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++)
+        if (pinned[i]) cudaFreeHost(pinned[i]);
+    if (t->stream) cudaStreamDestroy(stream_of(t));
     st_trainer_free(&t->host);
     memset(t, 0, sizeof *t);
 }
 
-/* Windows of n device (instrument, bar, context) triples, then the forward
- * into t->logits [n, A] and t->value [n]. */
-static int forward_windows(st_cuda_trainer *t, int n, const int *inst, const int *bar, const float *ctx) {
-    const st_dims *d = &t->host.cfg.dims;
-    int ws = st_row_width(d);
-    ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)t->feat.inst, t->feat.F, inst, bar, ctx,
-                                d->C, t->win, ws, NULL));
-    ST_TRY(st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value));
-    return ST_OK;
-}
+/* ---- the update ------------------------------------------------------------------------ */
 
-/* The B current (instrument, bar, context) of the environments go up into
- * the device rollout at sample offset o, and the model acts on them; the
- * logits and values come back to the host. */
-static int act_forward(st_cuda_trainer *t, size_t o, float *value_out) {
-    st_trainer *h = &t->host;
-    const st_dims *d = &h->cfg.dims;
-    int B = d->B, C = d->C;
-    ST_TRY(up(t->r_inst + o, h->env.inst, sizeof(int) * B));
-    ST_TRY(up(t->r_bar + o, h->env.bar, sizeof(int) * B));
-    ST_TRY(up(t->r_ctx + o * C, h->ctx, sizeof(float) * (size_t)B * C));
-    ST_TRY(forward_windows(t, B, t->r_inst + o, t->r_bar + o, t->r_ctx + o * C));
-    ST_TRY(down(t->h_logits, t->logits, sizeof(float) * (size_t)B * d->A));
-    ST_TRY(down(value_out, t->value, sizeof(float) * B));
-    return ST_OK;
-}
-
-static int rollout(st_cuda_trainer *t, st_update_stats *s) {
-    st_trainer *h = &t->host;
-    const st_dims *d = &h->cfg.dims;
-    int B = d->B, C = d->C, T = d->T;
-    double u[B > 0 ? B : 1];
-    double rsum = 0, vsum = 0, ep_sum = 0;
-    int episodes = 0;
-    for (int step = 0; step < T; step++) {
-        size_t o = (size_t)step * B;
-        /* the host keeps its copy of the rollout too (checkpoints, tests) */
-        memcpy(h->r_inst + o, h->env.inst, sizeof(int) * B);
-        memcpy(h->r_bar + o, h->env.bar, sizeof(int) * B);
-        memcpy(h->r_ctx + o * C, h->ctx, sizeof(float) * (size_t)B * C);
-        ST_TRY(act_forward(t, o, h->r_value + o));
-        uint64_t base = ((uint64_t)h->update * T + (uint64_t)step) * (uint64_t)B;
-        for (int b = 0; b < B; b++) {
-            st_philox4 r = st_philox_draw((uint64_t)h->cfg.seed, ST_STREAM_ACTION, base + (uint64_t)b);
-            u[b] = st_u01d(r.v[0], r.v[1]);
-        }
-        st_select_actions(B, d->A, t->h_logits, u, 0, h->r_action + o, h->r_logp + o);
-        st_env_out out = {.reward = h->r_reward + o, .done = h->r_done + o, .ctx = h->ctx, .ctx_stride = C};
-        ST_TRY(st_env_step(&h->env, h->r_action + o, &out));
-        for (int b = 0; b < B; b++) {
-            rsum += h->r_reward[o + b];
-            vsum += h->r_value[o + b];
-            if (h->r_done[o + b]) {
-                ep_sum += h->env.last_ep_R[b];
-                episodes++;
-            }
-        }
-    }
-    /* the bootstrap forward: its pairs go to the (free) minibatch scratch */
-    ST_TRY(up(t->mb_inst, h->env.inst, sizeof(int) * B));
-    ST_TRY(up(t->mb_bar, h->env.bar, sizeof(int) * B));
-    ST_TRY(up(t->mb_ctx, h->ctx, sizeof(float) * (size_t)B * C));
-    ST_TRY(forward_windows(t, B, t->mb_inst, t->mb_bar, t->mb_ctx));
-    ST_TRY(down(h->last_value, t->value, sizeof(float) * B));
-    h->env_steps += (long)T * B;
-    s->mean_reward = rsum / h->N;
-    s->mean_value = vsum / h->N;
-    s->episodes = episodes;
-    s->mean_episode_R = episodes ? ep_sum / episodes : NAN;
-    return ST_OK;
-}
-
-/* The rollout's actions, old log-probabilities and values, advantages and
- * returns go up (the pairs and contexts went up step by step). */
-static int upload_rollout(st_cuda_trainer *t) {
-    st_trainer *h = &t->host;
-    size_t n = (size_t)h->N;
-    ST_TRY(up(t->r_action, h->r_action, sizeof(int) * n));
-    ST_TRY(up(t->r_logp, h->r_logp, sizeof(float) * n));
-    ST_TRY(up(t->r_value, h->r_value, sizeof(float) * n));
-    ST_TRY(up(t->adv, h->adv, sizeof(float) * n));
-    ST_TRY(up(t->ret, h->ret, sizeof(float) * n));
-    return ST_OK;
-}
-
-/* One minibatch (samples perm[first .. first+mb) on the device): gather,
- * forward, loss, backward, norm, clip, AdamW; the stats and the pre-clip
- * norm land in slot k of the device arrays. */
-static int train_minibatch(st_cuda_trainer *t, int first, int k, const st_adamw_hparams *hp, const st_ppo_coefs *pc,
-                           long step) {
-    st_trainer *h = &t->host;
-    const st_train_config *c = &h->cfg;
-    const st_dims *d = &c->dims;
-    int mb = h->mb;
-    size_t P = h->table.total;
-    ST_TRY(st_cuda_rollout_gather(mb, d->C, t->perm + first, t->r_inst, t->r_bar, t->r_action, t->r_ctx, t->r_logp,
-                                  t->r_value, t->ret, t->adv, t->mb_inst, t->mb_bar, t->mb_action, t->mb_ctx,
-                                  t->mb_logp, t->mb_value, t->mb_ret, t->mb_adv, NULL));
-    ST_TRY(forward_windows(t, mb, t->mb_inst, t->mb_bar, t->mb_ctx));
-    ST_TRY(st_cuda_ppo_loss(mb, d->A, t->logits, d->A, t->mb_action, t->mb_logp, t->mb_adv, t->value, t->mb_value,
-                            t->mb_ret, pc, t->stats + k, t->dlogits, d->A, t->dvalue, t->loss_work, NULL));
-    CU(cudaMemset(t->g, 0, sizeof(float) * P));
-    ST_TRY(st_cuda_model_backward(&t->model, t->dlogits, d->A, t->dvalue, NULL, 0));
-    ST_TRY(st_cuda_grad_norm(P, t->g, t->gnorm + k, t->norm_work, NULL));
-    ST_TRY(st_cuda_grad_clip(P, t->g, t->gnorm + k, c->max_grad_norm, NULL));
-    ST_TRY(st_cuda_adamw_step(P, t->w, t->g, t->adam_m, t->adam_v, t->decay, hp, step, NULL));
-    return ST_OK;
-}
-
-/* Means of the last epoch's losses and of every pre-clip norm, read back
- * once; ST_ERR_NUMERIC on the first non-finite one. */
+/* Means of the last epoch's losses and of every pre-clip norm, from the
+ * pinned readback; ST_ERR_NUMERIC on the first non-finite one unless a
+ * tracer in sentinel or full mode is attached (it decides). */
 static int collect_stats(st_cuda_trainer *t, st_update_stats *s) {
     const st_train_config *c = &t->host.cfg;
     int E = c->epochs, M = c->minibatches, n = E * M;
-    st_ppo_stats ls[n];
-    double gn[n];
-    ST_TRY(down(ls, t->stats, sizeof ls));
-    ST_TRY(down(gn, t->gnorm, sizeof gn));
     st_ppo_stats acc = {0};
     double gn_sum = 0;
     for (int k = 0; k < n; k++) {
-        ST_REQUIRE(isfinite(gn[k]) && isfinite(ls[k].loss), ST_ERR_NUMERIC,
+        const st_ppo_stats *ls = &t->h_stats[k];
+        ST_REQUIRE((t->trace && t->trace->mode != ST_TRACE_OFF) || (isfinite(t->h_gnorm[k]) && isfinite(ls->loss)),
+                   ST_ERR_NUMERIC,
                    "update %ld epoch %d minibatch %d (GPU): non-finite loss %g or gradient norm %g",
-                   t->host.update + 1, k / M, k % M, ls[k].loss, gn[k]);
-        gn_sum += gn[k];
+                   t->host.update + 1, k / M, k % M, ls->loss, t->h_gnorm[k]);
+        gn_sum += t->h_gnorm[k];
         if (k / M != E - 1) continue;
-        acc.loss += ls[k].loss, acc.policy += ls[k].policy, acc.value += ls[k].value;
-        acc.entropy += ls[k].entropy, acc.approx_kl += ls[k].approx_kl, acc.clipfrac += ls[k].clipfrac;
+        acc.loss += ls->loss, acc.policy += ls->policy, acc.value += ls->value;
+        acc.entropy += ls->entropy, acc.approx_kl += ls->approx_kl, acc.clipfrac += ls->clipfrac;
     }
     double inv = 1.0 / M;
     s->loss = (st_ppo_stats){acc.loss * inv, acc.policy * inv, acc.value * inv, acc.entropy * inv,
                              acc.approx_kl * inv, acc.clipfrac * inv};
     s->grad_norm = gn_sum / n;
+    const st_cuda_rollout_stats *r = t->h_rstats;
+    s->mean_reward = r->reward_sum / t->host.N;
+    s->mean_value = r->value_sum / t->host.N;
+    s->episodes = (int)r->episodes;
+    s->mean_episode_R = r->episodes ? r->ep_R_sum / (double)r->episodes : NAN;
+    s->explained_var = r->explained_var;
+    return ST_OK;
+}
+
+/* One update's graphs at scan level `level`, and the readback. */
+static int run_update(st_cuda_trainer *t, int level, double lr) {
+    st_trainer *h = &t->host;
+    const st_train_config *c = &h->cfg;
+    const st_dims *d = &c->dims;
+    int T = d->T, B = d->B, E = c->epochs, M = c->minibatches, N = h->N;
+    cudaStream_t s = stream_of(t);
+    *t->h_ctrl = (st_cuda_ctrl){.update = h->update,
+                                .t = 0,
+                                .k = 0,
+                                .sub = -1,
+                                .draw_base = (uint64_t)h->update * (uint64_t)T * (uint64_t)B,
+                                .lr = lr,
+                                .opt_step = h->update * E * M + 1};
+    ST_CU(cudaMemcpyAsync(t->ctrl, t->h_ctrl, sizeof *t->ctrl, cudaMemcpyHostToDevice, s));
+    if (t->trace) {
+        ST_TRY(scan_params(t, ST_PHASE_STEP_ENTRY, ST_TK_PARAM, t->w));
+        ST_TRY(scan_params(t, ST_PHASE_STEP_ENTRY, ST_TK_ADAM_M, t->adam_m));
+        ST_TRY(scan_params(t, ST_PHASE_STEP_ENTRY, ST_TK_ADAM_V, t->adam_v));
+    }
+    for (int step = 0; step < T; step++) ST_TRY(launch(t, level, G_ACT));
+    ST_TRY(launch(t, level, G_POST));
+    /* The permutations on the host while the rollout runs on the device;
+     * the pinned buffer is free: the last update synchronised. */
+    for (int e = 0; e < E; e++) {
+        st_trainer_permutation(h, e);
+        memcpy(t->h_perm + (size_t)e * N, h->perm, sizeof(int) * (size_t)N);
+    }
+    ST_CU(cudaMemcpyAsync(t->perm, t->h_perm, sizeof(int) * (size_t)E * N, cudaMemcpyHostToDevice, s));
+    for (int k = 0; k < E * M; k++) ST_TRY(launch(t, level, G_TRAIN));
+    ST_CU(cudaMemcpyAsync(t->h_stats, t->stats, sizeof(st_ppo_stats) * (size_t)E * M, cudaMemcpyDeviceToHost, s));
+    ST_CU(cudaMemcpyAsync(t->h_gnorm, t->gnorm, sizeof(double) * (size_t)E * M, cudaMemcpyDeviceToHost, s));
+    ST_CU(cudaMemcpyAsync(t->h_rstats, t->rstats, sizeof *t->h_rstats, cudaMemcpyDeviceToHost, s));
+    ST_CU(cudaStreamSynchronize(s));
+    return st_cuda_env_check(&t->env);
+}
+
+/* The pre-step state on the device (sentinel and full modes). */
+static int snapshot(st_cuda_trainer *t, int restore) {
+    size_t P = t->host.table.total, pb = sizeof(float) * P;
+    size_t cb = sizeof(float) * (size_t)t->host.cfg.dims.B * t->host.cfg.dims.C;
+    cudaStream_t s = stream_of(t);
+    if (!t->snap_w) {
+        DALLOC(t->snap_w, P);
+        DALLOC(t->snap_m, P);
+        DALLOC(t->snap_v, P);
+        DALLOC(t->snap_ctx, (size_t)t->host.cfg.dims.B * t->host.cfg.dims.C);
+        ST_CU(cudaMalloc(&t->snap_env, t->env.block_bytes));
+    }
+    const void *src[5] = {t->w, t->adam_m, t->adam_v, t->ctx, t->env.dev.block};
+    void *dst[5] = {t->snap_w, t->snap_m, t->snap_v, t->snap_ctx, t->snap_env};
+    size_t bytes[5] = {pb, pb, pb, cb, t->env.block_bytes};
+    for (int i = 0; i < 5; i++) {
+        if (restore) ST_CU(cudaMemcpyAsync((void *)src[i], dst[i], bytes[i], cudaMemcpyDeviceToDevice, s));
+        else ST_CU(cudaMemcpyAsync(dst[i], src[i], bytes[i], cudaMemcpyDeviceToDevice, s));
+    }
     return ST_OK;
 }
 
@@ -262,27 +490,40 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
     const st_dims *d = &c->dims;
     double t0 = now_seconds();
     memset(s, 0, sizeof *s);
-    ST_TRY(rollout(t, s));
-    st_gae(d->T, d->B, h->r_reward, h->r_value, h->r_done, h->last_value, c->gamma, c->gae_lambda, h->adv, h->ret);
-    s->explained_var = st_explained_variance(h->r_value, h->ret, h->N);
-    ST_TRY(upload_rollout(t));
-
     st_sched_kind kind;
     st_sched_parse(c->schedule, &kind);
     double lr = st_sched_lr(kind, c->lr, c->lr_min_frac, c->warmup, (int)h->update, c->updates);
-    st_adamw_hparams hp = {lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay};
-    st_ppo_coefs pc = {c->clip, c->value_clip, c->vf_coef, c->ent_coef};
-    long step0 = h->update * c->epochs * c->minibatches;
-    for (int e = 0; e < c->epochs; e++) {
-        st_trainer_permutation(h, e);
-        /* synchronous: the previous epoch's gathers have read perm */
-        ST_TRY(up(t->perm, h->perm, sizeof(int) * (size_t)h->N));
-        for (int b = 0; b < c->minibatches; b++) {
-            int k = e * c->minibatches + b;
-            ST_TRY(train_minibatch(t, b * h->mb, k, &hp, &pc, step0 + k + 1));
+    st_trace *tr = t->trace;
+    int level = !tr ? SCAN_NONE : tr->mode == ST_TRACE_FULL ? SCAN_FULL : tr->mode == ST_TRACE_SENTINEL ? SCAN_SENTINEL
+                                                                                                     : SCAN_NONE;
+    if (tr && level != SCAN_NONE) ST_TRY(snapshot(t, 0));
+    ST_TRY(run_update(t, level, lr));
+    if (tr && level != SCAN_NONE) { /* off: the injection fired, nothing is recorded (as on the CPU) */
+        ST_TRY(st_cuda_trace_download(&t->dtrace, tr));
+        if (tr->ntrip > 0 && level == SCAN_SENTINEL) {
+            /* Replay the same update with every label scanned: runs are
+             * bit-identical, so it trips again and names the first label. */
+            int first = st_trace_first(tr);
+            tr->sentinel_tripped = 1;
+            snprintf(tr->sentinel_what, sizeof tr->sentinel_what, "%s",
+                     first >= 0 ? tr->labels.l[first].name : "a sentinel label");
+            ST_TRY(snapshot(t, 1));
+            ST_TRY(st_cuda_trace_reset(&t->dtrace, t->stream));
+            ST_TRY(run_update(t, SCAN_FULL, lr));
+            ST_TRY(st_cuda_trace_download(&t->dtrace, tr));
+        }
+        if (tr->ntrip > 0) {
+            ST_TRY(snapshot(t, 1));
+            ST_CU(cudaStreamSynchronize(stream_of(t)));
+            tr->tripped = 1;
+            int first = st_trace_first(tr);
+            tr->trip_step = first >= 0 ? tr->rec[first].step : h->update;
+            return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU): first non-finite label %s at step %ld",
+                           first >= 0 ? tr->labels.l[first].name : "?", h->update);
         }
     }
     ST_TRY(collect_stats(t, s));
+    h->env_steps += (long)d->T * d->B;
     h->update++;
     s->update = h->update;
     s->env_steps = h->env_steps;
@@ -291,53 +532,127 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
     return ST_OK;
 }
 
+/* ---- tracer ---------------------------------------------------------------------------- */
+
+void st_cuda_trainer_label_sizes(const st_cuda_trainer *t, st_label_sizes *z) {
+    memset(z, 0, sizeof *z);
+    z->d = t->host.cfg.dims;
+    z->mb = t->host.mb;
+    z->pad = 0;
+}
+
+int st_cuda_trainer_set_trace(st_cuda_trainer *t, st_trace *tr) {
+    destroy_graphs(t);
+    if (t->trace) st_cuda_trace_free(&t->dtrace);
+    t->trace = NULL;
+    if (!tr) return ST_OK;
+    const st_cuda_ctrl *ctrl = t->ctrl;
+    ST_TRY(st_cuda_trace_init(&t->dtrace, tr, &ctrl->update, &ctrl->sub));
+    /* the graphs' scan level decides which labels are scanned; every scan in them records */
+    st_cuda_trace_set_scanning(&t->dtrace, 1);
+    t->trace = tr;
+    return ST_OK;
+}
+
+/* ---- host <-> device ------------------------------------------------------------------- */
+
 int st_cuda_trainer_download(const st_cuda_trainer *t, float *w, float *adam_m, float *adam_v) {
     size_t bytes = sizeof(float) * t->host.table.total;
-    if (w) ST_TRY(down(w, t->w, bytes));
-    if (adam_m) ST_TRY(down(adam_m, t->adam_m, bytes));
-    if (adam_v) ST_TRY(down(adam_v, t->adam_v, bytes));
+    if (w) ST_TRY(down(t, w, t->w, bytes));
+    if (adam_m) ST_TRY(down(t, adam_m, t->adam_m, bytes));
+    if (adam_v) ST_TRY(down(t, adam_v, t->adam_v, bytes));
     return ST_OK;
 }
 
 int st_cuda_trainer_upload(st_cuda_trainer *t, const float *w, const float *adam_m, const float *adam_v) {
     size_t bytes = sizeof(float) * t->host.table.total;
-    if (w) ST_TRY(up(t->w, w, bytes));
-    if (adam_m) ST_TRY(up(t->adam_m, adam_m, bytes));
-    if (adam_v) ST_TRY(up(t->adam_v, adam_v, bytes));
+    if (w) ST_TRY(up(t, t->w, w, bytes));
+    if (adam_m) ST_TRY(up(t, t->adam_m, adam_m, bytes));
+    if (adam_v) ST_TRY(up(t, t->adam_v, adam_v, bytes));
     return ST_OK;
+}
+
+int st_cuda_trainer_sync_host(st_cuda_trainer *t) {
+    st_trainer *h = &t->host;
+    ST_TRY(st_cuda_trainer_download(t, h->w, h->adam_m, h->adam_v));
+    ST_TRY(st_cuda_env_download(&t->env, &h->env));
+    return down(t, h->ctx, t->ctx, sizeof(float) * (size_t)h->cfg.dims.B * h->cfg.dims.C);
+}
+
+int st_cuda_trainer_push_host(st_cuda_trainer *t) {
+    st_trainer *h = &t->host;
+    ST_TRY(st_cuda_trainer_upload(t, h->w, h->adam_m, h->adam_v));
+    ST_TRY(st_cuda_env_upload(&t->env, &h->env));
+    return up(t, t->ctx, h->ctx, sizeof(float) * (size_t)h->cfg.dims.B * h->cfg.dims.C);
+}
+
+int st_cuda_trainer_download_rollout(st_cuda_trainer *t) {
+    st_trainer *h = &t->host;
+    size_t N = (size_t)h->N, B = (size_t)h->cfg.dims.B;
+    ST_TRY(down(t, h->r_inst, t->r_inst, sizeof(int) * N));
+    ST_TRY(down(t, h->r_bar, t->r_bar, sizeof(int) * N));
+    ST_TRY(down(t, h->r_ctx, t->r_ctx, sizeof(float) * N * (size_t)h->cfg.dims.C));
+    ST_TRY(down(t, h->r_action, t->r_action, sizeof(int) * N));
+    ST_TRY(down(t, h->r_logp, t->r_logp, sizeof(float) * N));
+    ST_TRY(down(t, h->r_value, t->r_value, sizeof(float) * N));
+    ST_TRY(down(t, h->r_reward, t->r_reward, sizeof(float) * N));
+    ST_TRY(down(t, h->r_done, t->r_done, N));
+    ST_TRY(down(t, h->adv, t->adv, sizeof(float) * N));
+    ST_TRY(down(t, h->ret, t->ret, sizeof(float) * N));
+    return down(t, h->last_value, t->last_value, sizeof(float) * B);
 }
 
 #else /* no CUDA backend */
 
+static int no_cuda(void) { return ST_FAIL(ST_ERR_DEVICE, "this build has no CUDA backend (nvcc was not found)"); }
+
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m) {
     (void)cfg, (void)m;
     memset(t, 0, sizeof *t);
-    return ST_FAIL(ST_ERR_DEVICE, "this build has no CUDA backend (nvcc was not found)");
+    return no_cuda();
 }
 
 void st_cuda_trainer_free(st_cuda_trainer *t) { memset(t, 0, sizeof *t); }
 
 int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
     (void)t, (void)s;
-    return ST_FAIL(ST_ERR_DEVICE, "this build has no CUDA backend");
+    return no_cuda();
+}
+
+int st_cuda_trainer_set_trace(st_cuda_trainer *t, struct st_trace *tr) {
+    (void)t, (void)tr;
+    return no_cuda();
+}
+
+void st_cuda_trainer_label_sizes(const st_cuda_trainer *t, st_label_sizes *z) {
+    memset(z, 0, sizeof *z);
+    z->d = t->host.cfg.dims;
+    z->mb = t->host.mb;
 }
 
 int st_cuda_trainer_download(const st_cuda_trainer *t, float *w, float *adam_m, float *adam_v) {
     (void)t, (void)w, (void)adam_m, (void)adam_v;
-    return ST_FAIL(ST_ERR_DEVICE, "this build has no CUDA backend");
+    return no_cuda();
 }
 
 int st_cuda_trainer_upload(st_cuda_trainer *t, const float *w, const float *adam_m, const float *adam_v) {
     (void)t, (void)w, (void)adam_m, (void)adam_v;
-    return ST_FAIL(ST_ERR_DEVICE, "this build has no CUDA backend");
+    return no_cuda();
 }
 
-#endif
-
 int st_cuda_trainer_sync_host(st_cuda_trainer *t) {
-    return st_cuda_trainer_download(t, t->host.w, t->host.adam_m, t->host.adam_v);
+    (void)t;
+    return no_cuda();
 }
 
 int st_cuda_trainer_push_host(st_cuda_trainer *t) {
-    return st_cuda_trainer_upload(t, t->host.w, t->host.adam_m, t->host.adam_v);
+    (void)t;
+    return no_cuda();
 }
+
+int st_cuda_trainer_download_rollout(st_cuda_trainer *t) {
+    (void)t;
+    return no_cuda();
+}
+
+#endif

@@ -1,44 +1,63 @@
-/* trainer_cuda.h: PPO with the model, the loss and the optimiser on the GPU
- * (`--device cuda`, DESIGN sections 6-7; issue 6, first increment).
+/* trainer_cuda.h: PPO entirely on the GPU (`--device cuda`, DESIGN sections
+ * 6-8; issue 6): environments, windows, model, action sampling, GAE, loss,
+ * backward, clipping and AdamW all run on the device, driven by three CUDA
+ * graphs captured once and replayed:
+ *   act    one rollout step: record the environments' (instrument, bar,
+ *          context) into the rollout slot t, build the B windows, forward,
+ *          sample the actions (Philox ACTION stream, index (u*T + t)*B + b,
+ *          the CPU trainer's rule), step the GPU environments, commit the
+ *          step's actions, log-probabilities, values, rewards and dones to
+ *          slot t, advance t.                            replayed T times
+ *   post   the bootstrap value (windows and forward at the state after the
+ *          last step), GAE, the rollout's statistics.     replayed once
+ *   train  one minibatch k: gather perm[k*mb .. (k+1)*mb) with advantage
+ *          normalisation, rebuild the windows with the same builder,
+ *          forward, PPO loss, zero and accumulate the gradients, global norm,
+ *          AdamW with the clip folded in, keep the minibatch's loss
+ *          statistics and norm in slot k, advance k.      replayed E*M times
+ * What differs between replays lives in a device control block
+ * (cuda/trainer_step_cuda.h), written once per update. The minibatch
+ * permutations are the CPU trainer's (Philox MINIBATCH Fisher-Yates, host),
+ * computed while the rollout runs and uploaded once per update. The host
+ * synchronises once per update, to read the statistics back.
  *
- * The same update as train/trainer.h, step for step and draw for draw:
- *  - rollout of T steps x B environments. The environments stay on the CPU
- *    (st_env); per step the B (instrument, bar) pairs and context rows go to
- *    the device, the windows are built there (st_cuda_window_build over the
- *    uploaded features), st_cuda_model_forward gives logits and values, the
- *    logits come back and the actions are drawn on the host with the CPU
- *    trainer's rule (st_select_actions) and uniforms (Philox ACTION stream,
- *    index (u*T + t)*B + b), then the CPU environment steps;
- *  - GAE on the host (st_gae; T*B floats), then the rollout goes up once;
- *  - E epochs x M minibatches entirely on the device: the minibatch gather
- *    with advantage normalisation (st_cuda_rollout_gather, indices from the
- *    CPU trainer's Philox MINIBATCH permutation, computed on the host and
- *    uploaded once per epoch), window rebuild with the same builder,
- *    forward, st_cuda_ppo_loss, backward, st_cuda_grad_norm + clip,
- *    st_cuda_adamw_step with the table's decay mask; the loss statistics and
- *    grad norms come back once per update.
- * Every device reduction has a fixed order, so two runs give the same bits.
+ * Same seed, same machine: bit-identical runs (every device reduction has a
+ * fixed order). Against the CPU trainer: the same draws and rules, so the
+ * same actions except at float ties; weights within float rounding.
  *
- * The host side is a plain st_trainer (`host`): its config, parameter
- * table, environments, rollout arrays and counters are the GPU trainer's
- * own, so checkpoints and evaluation reuse the CPU code unchanged:
+ * The host side is a plain st_trainer made by st_trainer_init_host
+ * (`host`: config, parameter table, environments, rollout arrays,
+ * counters; no CPU model), so checkpoints and evaluation reuse the CPU code:
  *   save:    st_cuda_trainer_sync_host(&t); st_checkpoint_save(path, &t.host);
  *   restore: st_checkpoint_restore(f, &t.host); st_cuda_trainer_push_host(&t);
- *   eval:    st_cuda_trainer_sync_host(&t); then t.host.w as the CPU weights.
- * host.w / host.adam_m / host.adam_v are NOT kept current during training
- * (the device holds the truth); sync_host copies them down. The host
- * trainer's CPU model is allocated but unused (its activation memory is the
- * price of reusing st_trainer_init; a later increment can drop it).
+ * host.w / adam_m / adam_v / env / ctx are NOT kept current during training
+ * (the device holds the truth); sync_host copies them down.
  *
- * A non-finite loss or gradient norm is reported (ST_ERR_NUMERIC) after the
- * update, since the statistics come back once per update; the CPU trainer
- * stops before the offending optimiser step. The NaN/Inf tracer is not
- * supported on this backend yet. Without the CUDA backend every function
- * but free returns ST_ERR_DEVICE. */
+ * Matrix products run in the precision of cfg->precision ("fp32" | "bf16",
+ * cuda/linear_cuda.h), fixed when the graphs are captured.
+ *
+ * NaN/Inf tracer (st_cuda_trainer_set_trace): scans run on the device
+ * inside the graphs (cuda/trace_cuda.h) and the records come back with the
+ * statistics. full: every label the GPU step has (the CPU's, less the
+ * `saved` regions, whose layout is the CPU model's); sentinel: the scalars
+ * (rewards, values, loss, grad norm) and the weights and moments after each
+ * optimiser step, with the pre-step state kept on the device so that a trip
+ * replays the update with full scans and names the first label; off with
+ * an --inject: only the injection. On a trip the trainer is back at its
+ * pre-step state and the update returns ST_ERR_NUMERIC (tr->tripped = 1).
+ * Without a tracer a non-finite loss or gradient norm is ST_ERR_NUMERIC
+ * after the update. Without the CUDA backend every function but free
+ * returns ST_ERR_DEVICE. */
 #ifndef ST_TRAINER_CUDA_H
 #define ST_TRAINER_CUDA_H
 
+#include <stdint.h>
+
+#include "cuda/env_cuda.h"
+#include "cuda/gae_cuda.h"
 #include "cuda/model_cuda.h"
+#include "cuda/trace_cuda.h"
+#include "cuda/trainer_step_cuda.h"
 #include "cuda/window_cuda.h"
 #include "train/trainer.h"
 
@@ -46,38 +65,72 @@ typedef struct {
     st_trainer host; /* config, table, environments, rollout arrays, counters */
     st_cuda_model model;
     st_cuda_features feat;
-    int mw; /* max(B, minibatch): windows the device buffers hold */
+    st_cuda_env env;
+    int bf16;
+    void *stream;                /* cudaStream_t of every launch and capture */
+    void *exec[3][3];            /* cudaGraphExec_t [scan level][act, post, train] */
+    int mw;                      /* max(B, minibatch): windows the device buffers hold */
+    st_cuda_ctrl *ctrl, *h_ctrl; /* device control block and its pinned host staging */
     /* flat device parameters, gradients, AdamW moments, decay mask */
     float *w, *g, *adam_m, *adam_v;
     unsigned char *decay;
-    /* device rollout [T*B] */
+    /* device rollout [T*B]; perm [E*N] */
     int *r_inst, *r_bar, *r_action, *perm;
-    float *r_ctx, *r_logp, *r_value, *adv, *ret;
-    /* device minibatch / action-step scratch [mw] */
+    float *r_ctx, *r_logp, *r_value, *r_reward, *r_epR, *adv, *ret;
+    uint8_t *r_done;
+    /* the action step [B] */
+    float *ctx; /* [B, C] the environments' current context */
+    int *a_action;
+    float *a_logp, *a_reward, *a_epR, *last_value;
+    uint8_t *a_done;
+    /* the minibatch [mw] */
     int *mb_inst, *mb_bar, *mb_action;
     float *mb_ctx, *mb_logp, *mb_value, *mb_ret, *mb_adv;
     float *win; /* [mw * K, F + C] */
     float *logits, *value, *dlogits, *dvalue;
-    double *loss_work, *norm_work;
-    st_ppo_stats *stats; /* [E*M] per minibatch (device) */
-    double *gnorm;       /* [E*M] pre-clip grad norms (device) */
-    float *h_logits;     /* host [B, A]: the action step's logits */
+    double *loss_work, *norm_work, *gather_work, *stats_work;
+    st_ppo_stats *stats1, *stats; /* this minibatch's / [E*M] */
+    double *gnorm1, *gnorm;       /* pre-clip norms, this minibatch's / [E*M] */
+    st_cuda_rollout_stats *rstats;
+    /* pinned host staging of the per-update readback and the permutations */
+    int *h_perm;
+    st_ppo_stats *h_stats;
+    double *h_gnorm;
+    st_cuda_rollout_stats *h_rstats;
+    /* tracer */
+    struct st_trace *trace; /* host tracer (labels, mode, report); NULL: none */
+    st_cuda_trace dtrace;
+    int scan_level;                   /* of the graph being captured: 0 none, 1 sentinel, 2 full */
+    float *snap_w, *snap_m, *snap_v; /* pre-step state (sentinel / full) */
+    float *snap_ctx;
+    void *snap_env;
 } st_cuda_trainer;
 
-/* The CPU trainer's init (weights from cfg->seed, environments reset), then
- * the device copies: features, weights (zero moments), buffers. */
+/* Host side (weights from cfg->seed, environments reset) and the device
+ * state: features, environments (the same reset), weights (zero moments),
+ * buffers. ST_ERR_INPUT when the minibatch's activations do not fit in the
+ * GPU's free memory (the message says how many minibatches would). */
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m);
 void st_cuda_trainer_free(st_cuda_trainer *t);
 /* One rollout and PPO update (the stats of st_trainer_update). */
 int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s);
 
+/* Attaches host tracer tr (st_trace_init with this trainer's label sizes:
+ * st_cuda_trainer_label_sizes; NULL detaches). Graphs are recaptured. */
+int st_cuda_trainer_set_trace(st_cuda_trainer *t, struct st_trace *tr);
+/* Label sizes of this trainer (minibatch, no padding). */
+void st_cuda_trainer_label_sizes(const st_cuda_trainer *t, st_label_sizes *z);
+
 /* Copies the device weights and AdamW moments into host buffers of
  * table.total floats (any NULL: skipped), and back up. */
 int st_cuda_trainer_download(const st_cuda_trainer *t, float *w, float *adam_m, float *adam_v);
 int st_cuda_trainer_upload(st_cuda_trainer *t, const float *w, const float *adam_m, const float *adam_v);
-/* t->host.w, adam_m, adam_v <- device (before a checkpoint or evaluation). */
+/* host.w, adam_m, adam_v, env and ctx <- device (before a checkpoint or evaluation). */
 int st_cuda_trainer_sync_host(st_cuda_trainer *t);
-/* device <- t->host.w, adam_m, adam_v (after st_checkpoint_restore). */
+/* device <- host.w, adam_m, adam_v, env and ctx (after st_checkpoint_restore). */
 int st_cuda_trainer_push_host(st_cuda_trainer *t);
+/* host.r_* (inst, bar, ctx, action, logp, value, reward, done), adv, ret
+ * and last_value <- the device rollout of the last update (tests). */
+int st_cuda_trainer_download_rollout(st_cuda_trainer *t);
 
 #endif

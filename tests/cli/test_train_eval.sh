@@ -90,7 +90,18 @@ check_err "--lr" "$BIN" train $small --lr abc --out "$tmp/x"
 check_err "minibatches" "$BIN" train $small --minibatches 7 --out "$tmp/x"
 check_err "not a safetensors file" "$BIN" eval --ckpt "$tmp/cfg.json"
 check_err "not an ssmtrade checkpoint" "$BIN" eval --ckpt "$tmp/run/events.safetensors"
-check_err "cuda" "$BIN" train $small --device cuda --out "$tmp/x"
+# --device cuda: a one-line error without a GPU; with one, the same run on the GPU.
+if "$BIN" info --json | grep -Eq '"cuda_devices":[[:space:]]*[1-9]'; then
+    if "$BIN" train $small --device cuda --updates 2 --out "$tmp/gpu" >"$tmp/gpu.out" 2>&1 \
+        && [ "$(wc -l <"$tmp/gpu/metrics.jsonl")" = 2 ]; then
+        ok
+    else
+        bad "train --device cuda: $(cat "$tmp/gpu.out")"
+    fi
+else
+    check_err "cuda" "$BIN" train $small --device cuda --out "$tmp/x"
+fi
+check_err "poison-padding" "$BIN" train $small --device cuda --poison-padding --out "$tmp/x"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

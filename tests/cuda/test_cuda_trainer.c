@@ -1,33 +1,52 @@
-/* test_cuda_trainer.c: the GPU trainer (train/trainer_cuda.h) against the
- * CPU trainer (train/trainer.h), and on its own:
+/* test_cuda_trainer.c: the GPU trainer (train/trainer_cuda.h: the whole
+ * step on the device, three CUDA graphs) against the CPU trainer
+ * (train/trainer.h), and on its own:
  *  1. one update from the same initial state on both: the initial weights
  *     are the same bits on the device; the rollout actions are the same
  *     (same uniforms, same inverse-CDF rule; the logits agree to ~1e-6, so
  *     a choice can only differ at a tie: the mismatch count is printed and
  *     must be 0 on this seed), log pi(a) and the values agree within 1e-5
  *     relative (forward bound of issue 6), the rewards are the same bits
- *     (the environments are the same CPU code given the same actions), GAE
+ *     (the GPU environments reproduce the CPU's transitions), GAE
  *     advantages and returns within 1e-4; after the update the weights
  *     agree within 1e-4 relative (float reductions differ in order; issue
  *     6's bound), the AdamW moments within 1e-3 (m and v are built from the
  *     gradients alone, where the 1e-4 gradient bound is amplified by the
- *     clip's norm ratio; printed), and the loss statistics and mean
- *     pre-clip grad norm within 1e-4;
+ *     clip's norm ratio; printed), the loss statistics and mean pre-clip
+ *     grad norm within 1e-4, and the environments' state after T steps is
+ *     the CPU's bit for bit;
  *  2. determinism: two GPU runs of 3 updates give bit-identical weights,
- *     moments and loss statistics;
- *  3. a short learning run at the tiny preset (40 updates) finishes with
- *     finite losses; env steps per second on the GPU are printed (the CPU
- *     environments dominate at this model size).
+ *     moments, loss statistics and rollouts;
+ *  3. resume: 2 updates, a checkpoint, a fresh trainer restored from it and
+ *     2 more updates give the bits of 4 straight updates (weights, moments,
+ *     environments);
+ *  4. the NaN/Inf tracer inside the graphs: an injection at every label the
+ *     GPU step has (all but the CPU model's `saved` regions), at step 0 and
+ *     a random index, full scans: the update trips, the first label, step
+ *     and index are the injected ones, and the trainer is back at its
+ *     pre-step state; a few labels at step 1 under the sentinel (clean step
+ *     0, a trip at step 1 replayed with full scans names the label); a
+ *     clean run in full mode never trips;
+ *  5. bf16 matrix products: one update against the CPU's within 2e-2;
+ *  6. a short learning run at the tiny preset (40 updates) finishes with
+ *     finite losses; env steps per second are printed.
  * Skips (77) without a GPU. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "cuda/cuda_test.h"
 #include "data/dataset.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "train/trainer_cuda.h"
+#include "trace/trace.h"
+
+/* SSMTRADE_TEST_QUICK (the sanitizer runs): fewer injections, no learning run. */
+static int quick(void) { return getenv("SSMTRADE_TEST_QUICK") != NULL; }
 
 static st_train_config small_config(void) {
     st_train_config c;
@@ -76,6 +95,9 @@ static void parity_one_update(const st_market *m) {
     rg = st_cuda_trainer_update(&gpu, &sg);
     CHECK(rg == ST_OK, "GPU update: %s", st_last_error());
     if (rg != ST_OK) goto done;
+    rg = st_cuda_trainer_download_rollout(&gpu);
+    CHECK(rg == ST_OK, "rollout download: %s", st_last_error());
+    if (rg != ST_OK) goto done;
     int N = cpu.N, B = c.dims.B, first_step = 0, mism = 0;
     for (int i = 0; i < N; i++) {
         mism += cpu.r_action[i] != gpu.host.r_action[i];
@@ -102,11 +124,30 @@ static void parity_one_update(const st_market *m) {
     printf("  CPU loss %.6f grad norm %.6f | GPU loss %.6f grad norm %.6f\n", sc.loss.loss, sc.grad_norm,
            sg.loss.loss, sg.grad_norm);
     CHECK_PARITY("loss statistics and grad norm", rel_errd(vg, vc, 7), 1e-4);
-    CHECK(sg.mean_reward == sc.mean_reward && sg.episodes == sc.episodes, "rollout reward statistics differ");
+    printf("  mean reward CPU %.17g GPU %.17g, episodes %d / %d, explained variance %.6f / %.6f\n",
+           sc.mean_reward, sg.mean_reward, sc.episodes, sg.episodes, sc.explained_var, sg.explained_var);
+    CHECK(fabs(sg.mean_reward - sc.mean_reward) <= 1e-12 * fmax(1e-3, fabs(sc.mean_reward)) &&
+              sg.episodes == sc.episodes,
+          "rollout reward statistics differ");
+    CHECK(fabs(sg.mean_episode_R - sc.mean_episode_R) <= 1e-6 * fmax(1.0, fabs(sc.mean_episode_R)),
+          "mean episode R differs: %.9g vs %.9g", sg.mean_episode_R, sc.mean_episode_R);
+    CHECK(fabs(sg.explained_var - sc.explained_var) <= 1e-4, "explained variance differs");
     /* sync_host fills the host trainer (what checkpoints read) with the device state */
     CHECK(st_cuda_trainer_sync_host(&gpu) == ST_OK && memcmp(gpu.host.w, w, sizeof(float) * P) == 0 &&
               memcmp(gpu.host.adam_v, av, sizeof(float) * P) == 0,
           "sync_host did not copy the device weights and moments");
+    {
+        const st_env *ec = &cpu.env, *eg = &gpu.host.env;
+        size_t bi = sizeof(int) * (size_t)B, bd = sizeof(double) * (size_t)B;
+        int same = memcmp(ec->inst, eg->inst, bi) == 0 && memcmp(ec->bar, eg->bar, bi) == 0 &&
+                   memcmp(ec->pos, eg->pos, bi) == 0 && memcmp(ec->trades, eg->trades, bi) == 0 &&
+                   memcmp(ec->entry, eg->entry, bd) == 0 && memcmp(ec->equity_R, eg->equity_R, bd) == 0 &&
+                   memcmp(ec->realized_R, eg->realized_R, bd) == 0 && memcmp(ec->cash, eg->cash, bd) == 0 &&
+                   memcmp(ec->episode, eg->episode, sizeof(uint32_t) * (size_t)B) == 0;
+        CHECK(same, "the GPU environments' state after the rollout differs from the CPU's");
+        CHECK_PARITY("environment context after the rollout", rel_err(gpu.host.ctx, cpu.ctx, (size_t)B * c.dims.C),
+                     1e-6);
+    }
 done:
     free(w), free(am), free(av);
     st_trainer_free(&cpu);
@@ -130,6 +171,7 @@ static void determinism(const st_market *m) {
     double sa[21], sb[21];
     int ra = run_gpu(&c, m, 3, &a, sa), rb = run_gpu(&c, m, 3, &b, sb);
     CHECK(ra == ST_OK && rb == ST_OK, "GPU runs: %s", st_last_error());
+    if (ra == ST_OK && rb == ST_OK) ra = st_cuda_trainer_download_rollout(&a), rb = st_cuda_trainer_download_rollout(&b);
     if (ra == ST_OK && rb == ST_OK) {
         size_t P = a.host.table.total;
         float *wa = host_floats(3 * P), *wb = host_floats(3 * P);
@@ -147,8 +189,192 @@ static void determinism(const st_market *m) {
     st_cuda_trainer_free(&b);
 }
 
+/* Weights, moments and the environments' state of t, on the host. */
+static float *state_of(st_cuda_trainer *t) {
+    size_t P = t->host.table.total;
+    float *x = host_floats(3 * P);
+    if (st_cuda_trainer_download(t, x, x + P, x + 2 * P) != ST_OK || st_cuda_trainer_sync_host(t) != ST_OK) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static int same_env(const st_env *a, const st_env *b) {
+    size_t bi = sizeof(int) * (size_t)a->B, bd = sizeof(double) * (size_t)a->B;
+    return memcmp(a->inst, b->inst, bi) == 0 && memcmp(a->bar, b->bar, bi) == 0 && memcmp(a->pos, b->pos, bi) == 0 &&
+           memcmp(a->equity_R, b->equity_R, bd) == 0 && memcmp(a->cash, b->cash, bd) == 0 &&
+           memcmp(a->mfe, b->mfe, bd) == 0 && memcmp(a->episode, b->episode, sizeof(uint32_t) * (size_t)a->B) == 0;
+}
+
+static void resume(const st_market *m) {
+    printf("3. resume: 2 updates + checkpoint + 2 updates == 4 updates\n");
+    st_train_config c = small_config();
+    st_cuda_trainer a, b, r;
+    double sa[28], sb[14], sr[14];
+    const char *path = "/tmp/ssmtrade_test_cuda_resume.safetensors";
+    int ra = run_gpu(&c, m, 4, &a, sa);
+    int rb = run_gpu(&c, m, 2, &b, sb);
+    CHECK(ra == ST_OK && rb == ST_OK, "GPU runs: %s", st_last_error());
+    if (rb == ST_OK) rb = st_cuda_trainer_sync_host(&b);
+    if (rb == ST_OK) rb = st_checkpoint_save(path, &b.host);
+    CHECK(rb == ST_OK, "checkpoint: %s", st_last_error());
+    st_cuda_trainer_free(&b);
+    int rr = st_cuda_trainer_init(&r, &c, m);
+    st_safetensors f;
+    if (rr == ST_OK) rr = st_safetensors_open(path, &f);
+    if (rr == ST_OK) {
+        rr = st_checkpoint_restore(&f, &r.host);
+        st_safetensors_close(&f);
+    }
+    if (rr == ST_OK) rr = st_cuda_trainer_push_host(&r);
+    for (int i = 0; rr == ST_OK && i < 2; i++) {
+        st_update_stats s;
+        rr = st_cuda_trainer_update(&r, &s);
+        stats_vec(&s, sr + 7 * i);
+    }
+    CHECK(rr == ST_OK, "resumed run: %s", st_last_error());
+    if (ra == ST_OK && rr == ST_OK) {
+        size_t P = a.host.table.total;
+        float *xa = state_of(&a), *xr = state_of(&r);
+        CHECK(xa && xr, "download: %s", st_last_error());
+        if (xa && xr) {
+            long diff = 0;
+            for (size_t i = 0; i < 3 * P; i++) diff += memcmp(xa + i, xr + i, sizeof(float)) != 0;
+            printf("  %ld of %zu weight/moment floats differ (resumed vs straight)\n", diff, 3 * P);
+            CHECK(diff == 0, "the resumed run differs in %ld weight/moment floats", diff);
+            CHECK(same_env(&a.host.env, &r.host.env), "the resumed run's environments differ");
+            CHECK(memcmp(sa + 14, sr, sizeof sr) == 0, "the resumed run's loss statistics differ");
+            CHECK(a.host.update == r.host.update && a.host.env_steps == r.host.env_steps, "counters differ");
+        }
+        free(xa), free(xr);
+    }
+    if (ra == ST_OK) st_cuda_trainer_free(&a);
+    if (r.host.table.total) st_cuda_trainer_free(&r);
+    remove(path);
+}
+
+/* One injection: label id at step `step`, index `index`, under mode; the
+ * trainer t must trip at exactly that label and come back to its state. */
+static int inject_one(st_cuda_trainer *t, st_trace_mode mode, int id, int64_t step, int64_t index, int clean_first) {
+    st_label_sizes z;
+    st_cuda_trainer_label_sizes(t, &z);
+    st_trace tr;
+    if (st_trace_init(&tr, mode, &z, &t->host.table, t->host.cfg.minibatches) != ST_OK) return 0;
+    char spec[160];
+    snprintf(spec, sizeof spec, "%s:%lld:%lld", tr.labels.l[id].name, (long long)step, (long long)index);
+    int ok = st_trace_set_inject(&tr, spec) == ST_OK && st_cuda_trainer_set_trace(t, &tr) == ST_OK;
+    float *before = NULL;
+    st_update_stats s;
+    for (int i = 0; ok && i < clean_first; i++) ok = st_cuda_trainer_update(t, &s) == ST_OK;
+    if (ok) before = state_of(t);
+    long update0 = t->host.update;
+    int rc = ok ? st_cuda_trainer_update(t, &s) : ST_ERR_INTERNAL;
+    int first = st_trace_first(&tr);
+    const st_trace_record *r = first >= 0 ? &tr.rec[first] : NULL;
+    int hit = ok && rc == ST_ERR_NUMERIC && tr.tripped && first == id && r->step == step && r->index == index;
+    if (!hit) {
+        char line[400] = "";
+        if (first >= 0) st_trace_record_str(&tr, first, line, sizeof line);
+        fprintf(stderr, "  injection %s (%s): rc %d, first: %s\n", spec, st_trace_mode_name(mode), rc,
+                first >= 0 ? line : "none");
+    }
+    float *after = hit ? state_of(t) : NULL;
+    size_t P = t->host.table.total;
+    int restored = hit && before && after && memcmp(before, after, sizeof(float) * 3 * P) == 0 &&
+                   t->host.update == update0;
+    if (hit && !restored) fprintf(stderr, "  injection %s: the trainer is not back at its pre-step state\n", spec);
+    free(before), free(after);
+    st_cuda_trainer_set_trace(t, NULL);
+    st_trace_free(&tr);
+    return hit && restored;
+}
+
+static void tracer(const st_market *m) {
+    printf("4. NaN/Inf tracer inside the graphs\n");
+    st_train_config c = small_config();
+    st_cuda_trainer t;
+    int rc = st_cuda_trainer_init(&t, &c, m);
+    CHECK(rc == ST_OK, "GPU trainer: %s", st_last_error());
+    if (rc != ST_OK) return;
+    st_label_sizes z;
+    st_cuda_trainer_label_sizes(&t, &z);
+    st_trace tr;
+    CHECK(st_trace_init(&tr, ST_TRACE_FULL, &z, &t.host.table, c.minibatches) == ST_OK, "tracer");
+    /* a clean run in full mode: no trip */
+    CHECK(st_cuda_trainer_set_trace(&t, &tr) == ST_OK, "attach: %s", st_last_error());
+    st_update_stats s;
+    for (int i = 0; i < 2; i++) CHECK(st_cuda_trainer_update(&t, &s) == ST_OK, "clean full-mode update: %s", st_last_error());
+    CHECK(tr.ntrip == 0, "a clean run tripped %d labels", tr.ntrip);
+    CHECK(st_cuda_trainer_set_trace(&t, NULL) == ST_OK, "detach");
+    st_rng g = st_rng_make(99, ST_STREAM_TEST);
+    int tried = 0, hits = 0, every = quick() ? 25 : 1, all = 0;
+    for (int id = 0; id < tr.labels.n; id++) {
+        const st_label *l = &tr.labels.l[id];
+        if (l->phase == ST_PHASE_SAVED) continue; /* the CPU model's layout: not scanned on the GPU */
+        if (all++ % every) continue;
+        int64_t n = l->rows * l->width;
+        int64_t index = (int64_t)st_rng_below(&g, (uint32_t)(n < 4000000000LL ? n : 4000000000LL));
+        tried++;
+        hits += inject_one(&t, ST_TRACE_FULL, id, t.host.update, index, 0);
+    }
+    printf("  full mode, step %ld: %d of %d injections named at their label, step and index\n", t.host.update, hits,
+           tried);
+    CHECK(tried > 300 / every && hits == tried, "%d of %d injections found", hits, tried);
+    const char *names[] = {"env_reward", "act_vsn_out", "train_vsn_out", "bwd_du0", "grad_w_in_W", "optim_w_in_W",
+                           "train_loss", "step_entry_w_in_b"};
+    int sh = 0, sn = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int id = st_labels_find(&tr.labels, names[i]);
+        if (id < 0) {
+            printf("  (no label %s in this table)\n", names[i]);
+            continue;
+        }
+        sn++;
+        sh += inject_one(&t, ST_TRACE_SENTINEL, id, t.host.update + 1, 0, 1);
+    }
+    printf("  sentinel mode, trip at the second step: %d of %d replays named the injected label\n", sh, sn);
+    CHECK(sn >= 6 && sh == sn, "%d of %d sentinel trips named", sh, sn);
+    st_trace_free(&tr);
+    st_cuda_trainer_free(&t);
+}
+
+static void bf16_update(const st_market *m) {
+    printf("5. bf16 matrix products: one update against the CPU\n");
+    st_train_config c = small_config();
+    free(c.precision);
+    c.precision = strdup("bf16");
+    st_trainer cpu;
+    st_cuda_trainer gpu;
+    int rc = st_trainer_init(&cpu, &c, m), rg = st_cuda_trainer_init(&gpu, &c, m);
+    CHECK(rc == ST_OK && rg == ST_OK, "trainers: %s", st_last_error());
+    st_update_stats sc, sg;
+    if (rc == ST_OK && rg == ST_OK) {
+        rc = st_trainer_update(&cpu, &sc);
+        rg = st_cuda_trainer_update(&gpu, &sg);
+        CHECK(rc == ST_OK && rg == ST_OK, "updates: %s", st_last_error());
+    }
+    if (rc == ST_OK && rg == ST_OK && st_cuda_trainer_download_rollout(&gpu) == ST_OK) {
+        int N = cpu.N, mism = 0;
+        for (int i = 0; i < N; i++) mism += cpu.r_action[i] != gpu.host.r_action[i];
+        printf("  rollout actions: %d of %d differ (bf16 logits move ties)\n", mism, N);
+        CHECK(mism <= N / 20, "%d of %d actions differ", mism, N);
+        CHECK_PARITY("bf16 rollout values", rel_err(gpu.host.r_value, cpu.r_value, N), 2e-2);
+        size_t P = cpu.table.total;
+        float *w = host_floats(P);
+        CHECK(st_cuda_trainer_download(&gpu, w, NULL, NULL) == ST_OK, "download");
+        CHECK_PARITY("bf16 weights after the update", rel_err(w, cpu.w, P), 2e-2);
+        free(w);
+        CHECK(isfinite(sg.loss.loss) && isfinite(sg.grad_norm), "bf16 update not finite");
+        printf("  CPU loss %.6f grad norm %.6f | GPU bf16 loss %.6f grad norm %.6f\n", sc.loss.loss, sc.grad_norm,
+               sg.loss.loss, sg.grad_norm);
+    }
+    if (rc == ST_OK || cpu.table.total) st_trainer_free(&cpu);
+    st_cuda_trainer_free(&gpu);
+}
+
 static void learning_run(void) {
-    printf("3. learning run, tiny preset, 40 updates\n");
+    printf("6. learning run, tiny preset, 40 updates\n");
     enum { UPDATES = 40 };
     st_train_config c;
     st_train_config_default(&c, "tiny");
@@ -195,8 +421,11 @@ int main(void) {
     clock_t c0 = clock();
     parity_one_update(&m);
     determinism(&m);
+    resume(&m);
+    tracer(&m);
+    bf16_update(&m);
     st_market_free(&m);
-    learning_run();
+    if (!quick()) learning_run();
     printf("CPU time %.2f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
     TEST_MAIN_END();
 }

@@ -13,5 +13,6 @@ int st_cmd_labels(int argc, char **argv);
 int st_cmd_smoke(int argc, char **argv);
 int st_cmd_replay(int argc, char **argv);
 int st_cmd_dump(int argc, char **argv);
+int st_cmd_bench(int argc, char **argv);
 
 #endif

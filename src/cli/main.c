@@ -23,6 +23,7 @@ static const st_command commands[] = {
     {"smoke", st_cmd_smoke, "many seeds with full NaN/Inf scans, the first bad label of each run"},
     {"replay", st_cmd_replay, "replay the step of a NaN/Inf tracer dump and print its report"},
     {"dump", st_cmd_dump, "every labelled tensor of one training step, as safetensors"},
+    {"bench", st_cmd_bench, "GPU benchmarks: ceilings, training and action steps, env steps/s (--json)"},
 };
 
 static void usage(FILE *f) {

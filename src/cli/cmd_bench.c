@@ -1,0 +1,257 @@
+/* cmd_bench.c: `ssmtrade bench` (DESIGN section 12, issue 7): GPU
+ * benchmarks of the card's ceilings, the training step, the action step,
+ * the environment + window builder and full PPO training, on the built-in
+ * synthetic market at a model preset (default: K=64, 551,100 parameters).
+ * Prints a table per benchmark and, with --json, every number with its
+ * configuration (bench/compare.py sets it beside PyTorch's). Measurements
+ * live in bench_gpu.c. Without a CUDA device it says so and exits 0. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/bench.h"
+#include "cli/commands.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "model/params.h"
+#include "train/train_config.h"
+
+static const st_flag flags[] = {
+    {"preset", "NAME", "model sizes: default (K=64, 551,100 parameters), tiny, large or odd"},
+    {"what", "LIST", "comma list of ceilings,train,act,envwin,e2e (default: all)"},
+    {"windows", "LIST", "training-step sizes in windows (default 128,2048,8192)"},
+    {"envs", "LIST", "action-step sizes in environments (default 128,4096)"},
+    {"precision", "LIST", "matrix-product precisions: fp32, bf16 (default fp32,bf16)"},
+    {"repeats", "N", "timed runs per measurement (default 50)"},
+    {"warmup", "N", "untimed runs before them (default 10)"},
+    {"sets", "N", "input sets rotated over, one CUDA graph each (default 4)"},
+    {"envwin-envs", "B", "environments of the env + window builder benchmark (default 65536)"},
+    {"e2e-envs", "LIST", "full PPO sizes B (default 4096,16384)"},
+    {"e2e-minibatch", "N", "windows per PPO minibatch in e2e (default 8192)"},
+    {"e2e-updates", "N", "timed PPO updates after one warm-up update (default 2)"},
+    {"e2e-rollout", "T", "rollout length of e2e (default 64)"},
+    {"e2e-epochs", "E", "PPO epochs of e2e (default 4)"},
+    {"gemm-size", "N", "M = N = K of the GEMM ceilings (default 8192)"},
+    {"copy-mib", "N", "bytes of the device-to-device copy ceiling in MiB (default 1024)"},
+    {"seed", "N", "seed of the inputs and weights (default 1)"},
+    {"json", "FILE", "write every number with its configuration to FILE"},
+    {"config", "FILE", "JSON file of flag values (flags win)"},
+};
+#define N_FLAGS (int)(sizeof flags / sizeof flags[0])
+
+/* "128,2048" -> {128, 2048}; every entry a positive whole number. */
+static int parse_list(const st_args *a, const char *flag, const char *def, st_bench_list *l) {
+    const char *text = st_args_str(a, flag, def);
+    char buf[256];
+    ST_REQUIRE(strlen(text) < sizeof buf, ST_ERR_INPUT, "--%s: list too long", flag);
+    strcpy(buf, text);
+    l->n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        char *end;
+        long v = strtol(tok, &end, 10);
+        ST_REQUIRE(end != tok && *end == 0 && v > 0 && v <= (1L << 30), ST_ERR_INPUT,
+                   "--%s: '%s' is not a positive whole number", flag, tok);
+        ST_REQUIRE(l->n < ST_BENCH_MAX_LIST, ST_ERR_INPUT, "--%s: at most %d values", flag, ST_BENCH_MAX_LIST);
+        l->v[l->n++] = (int)v;
+    }
+    ST_REQUIRE(l->n > 0, ST_ERR_INPUT, "--%s: empty list", flag);
+    return ST_OK;
+}
+
+static int parse_what(const st_args *a, st_bench_opts *o) {
+    char buf[256];
+    const char *text = st_args_str(a, "what", "all");
+    ST_REQUIRE(strlen(text) < sizeof buf, ST_ERR_INPUT, "--what: list too long");
+    strcpy(buf, text);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int all = strcmp(tok, "all") == 0, hit = all;
+        if (all || strcmp(tok, "ceilings") == 0) o->do_ceilings = hit = 1;
+        if (all || strcmp(tok, "train") == 0) o->do_train = hit = 1;
+        if (all || strcmp(tok, "act") == 0) o->do_act = hit = 1;
+        if (all || strcmp(tok, "envwin") == 0) o->do_envwin = hit = 1;
+        if (all || strcmp(tok, "e2e") == 0) o->do_e2e = hit = 1;
+        ST_REQUIRE(hit, ST_ERR_INPUT, "--what: unknown benchmark '%s' (ceilings, train, act, envwin, e2e or all)",
+                   tok);
+    }
+    ST_REQUIRE(o->do_ceilings + o->do_train + o->do_act + o->do_envwin + o->do_e2e > 0, ST_ERR_INPUT,
+               "--what: nothing to run");
+    return ST_OK;
+}
+
+static int parse_precision(const st_args *a, st_bench_list *l) {
+    char buf[64];
+    const char *text = st_args_str(a, "precision", "fp32,bf16");
+    ST_REQUIRE(strlen(text) < sizeof buf, ST_ERR_INPUT, "--precision: list too long");
+    strcpy(buf, text);
+    l->n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int p = strcmp(tok, "fp32") == 0 ? 0 : strcmp(tok, "bf16") == 0 ? 1 : -1;
+        ST_REQUIRE(p >= 0, ST_ERR_INPUT, "--precision: '%s' is neither fp32 nor bf16", tok);
+        ST_REQUIRE(l->n < ST_BENCH_MAX_LIST, ST_ERR_INPUT, "--precision: too many values");
+        l->v[l->n++] = p;
+    }
+    ST_REQUIRE(l->n > 0, ST_ERR_INPUT, "--precision: empty list");
+    return ST_OK;
+}
+
+static int positive(const st_args *a, const char *flag, int def, int lo, int hi, int *out) {
+    ST_TRY(st_args_int(a, flag, def, out));
+    ST_REQUIRE(*out >= lo && *out <= hi, ST_ERR_INPUT, "--%s: %d is outside [%d, %d]", flag, *out, lo, hi);
+    return ST_OK;
+}
+
+static int parse_opts(const st_args *a, st_bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    const char *preset = st_args_str(a, "preset", "default");
+    ST_REQUIRE(strlen(preset) < sizeof o->preset, ST_ERR_INPUT, "--preset: '%s' is too long", preset);
+    strcpy(o->preset, preset);
+    ST_TRY(st_args_dims(a, "default", &o->d));
+    ST_TRY(parse_what(a, o));
+    ST_TRY(parse_list(a, "windows", "128,2048,8192", &o->windows));
+    ST_TRY(parse_list(a, "envs", "128,4096", &o->envs));
+    ST_TRY(parse_list(a, "e2e-envs", "4096,16384", &o->e2e_envs));
+    ST_TRY(parse_precision(a, &o->precision));
+    ST_TRY(positive(a, "repeats", 50, 1, 100000, &o->repeats));
+    ST_TRY(positive(a, "warmup", 10, 0, 100000, &o->warmup));
+    ST_TRY(positive(a, "sets", 4, 1, ST_BENCH_MAX_SETS, &o->sets));
+    ST_TRY(positive(a, "envwin-envs", 65536, 1, 1 << 24, &o->envwin_envs));
+    ST_TRY(positive(a, "e2e-minibatch", 8192, 1, 1 << 24, &o->e2e_minibatch));
+    ST_TRY(positive(a, "e2e-updates", 2, 1, 1000, &o->e2e_updates));
+    ST_TRY(positive(a, "e2e-rollout", 64, 1, 4096, &o->e2e_rollout));
+    ST_TRY(positive(a, "e2e-epochs", 4, 1, 64, &o->e2e_epochs));
+    ST_TRY(positive(a, "gemm-size", 8192, 16, 32768, &o->gemm_size));
+    ST_TRY(positive(a, "copy-mib", 1024, 1, 65536, &o->copy_mib));
+    long long seed;
+    ST_TRY(st_args_i64(a, "seed", 1, &seed));
+    o->seed = (uint64_t)seed;
+    return ST_OK;
+}
+
+static cJSON *int_array(const st_bench_list *l) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < l->n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(l->v[i]));
+    return arr;
+}
+
+/* The configuration every number of the file was measured under. */
+static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
+    const st_dims *d = &o->d;
+    cJSON_AddStringToObject(root, "tool", "ssmtrade bench");
+    cJSON_AddStringToObject(root, "device", st_cuda_describe());
+    cJSON_AddStringToObject(root, "preset", o->preset);
+    cJSON *dims = cJSON_AddObjectToObject(root, "dims");
+    const struct {
+        const char *k;
+        int v;
+    } dv[] = {{"K", d->K}, {"F", d->F}, {"C", d->C}, {"Dv", d->Dv}, {"D", d->D}, {"L", d->L},
+              {"expand", d->expand}, {"headdim", d->headdim}, {"N", d->N}, {"G", d->G}, {"W", d->W},
+              {"Q", d->Q}, {"Hh", d->Hh}, {"A", d->A}};
+    for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) cJSON_AddNumberToObject(dims, dv[i].k, dv[i].v);
+    cJSON_AddNumberToObject(root, "parameters", (double)params);
+    cJSON_AddNumberToObject(root, "repeats", o->repeats);
+    cJSON_AddNumberToObject(root, "warmup", o->warmup);
+    cJSON_AddNumberToObject(root, "sets", o->sets);
+    cJSON_AddNumberToObject(root, "seed", (double)o->seed);
+    cJSON_AddItemToObject(root, "windows", int_array(&o->windows));
+    cJSON_AddItemToObject(root, "envs", int_array(&o->envs));
+    cJSON_AddItemToObject(root, "e2e_envs", int_array(&o->e2e_envs));
+    cJSON *pr = cJSON_AddArrayToObject(root, "precision");
+    for (int i = 0; i < o->precision.n; i++)
+        cJSON_AddItemToArray(pr, cJSON_CreateString(st_bench_precision_name(o->precision.v[i])));
+    cJSON_AddNumberToObject(root, "envwin_envs", o->envwin_envs);
+    cJSON_AddNumberToObject(root, "e2e_minibatch", o->e2e_minibatch);
+    cJSON_AddNumberToObject(root, "e2e_rollout", o->e2e_rollout);
+    cJSON_AddNumberToObject(root, "e2e_epochs", o->e2e_epochs);
+    cJSON_AddNumberToObject(root, "gemm_size", o->gemm_size);
+    if (o->do_train && o->windows.n > 0) {
+        /* the hand count per window, for the roofline of any implementation of the same step */
+        st_bench_cost c = st_bench_train_cost(d, 1, params);
+        cJSON_AddNumberToObject(root, "train_flops_per_window", c.flops);
+    }
+}
+
+static int write_json(const char *path, cJSON *root) {
+    char *text = cJSON_Print(root);
+    ST_REQUIRE(text, ST_ERR_MEMORY, "out of memory printing the JSON");
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0) ok = 0;
+    cJSON_free(text);
+    ST_REQUIRE(ok, ST_ERR_IO, "--json %s: cannot write the file", path);
+    return ST_OK;
+}
+
+int st_cmd_bench(int argc, char **argv) {
+    st_args a;
+    int rc = st_args_parse(argc, argv, flags, N_FLAGS, &a);
+    if (rc == ST_OK && a.help) {
+        st_args_usage(stdout, "bench",
+                      "GPU benchmarks on the built-in synthetic market: the card's ceilings (copy bandwidth, "
+                      "GEMM TFLOP/s),\nthe training step, the action step, environment + window builder and "
+                      "full PPO (env steps/s).\nCUDA graphs, CUDA events, medians over repeats, rotating "
+                      "inputs; --json for bench/compare.py.\nWithout a CUDA device it says so and exits 0.",
+                      flags, N_FLAGS);
+        st_args_free(&a);
+        return 0;
+    }
+    st_bench_opts o;
+    if (rc == ST_OK) rc = parse_opts(&a, &o);
+    const char *json = rc == ST_OK ? st_args_str(&a, "json", NULL) : NULL;
+    if (rc != ST_OK) {
+        st_args_free(&a);
+        return rc;
+    }
+    if (!st_cuda_built() || st_cuda_devices() == 0) {
+        printf("ssmtrade bench needs a CUDA device: %s. Nothing was measured.\n", st_cuda_describe());
+        if (json) {
+            cJSON *root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "tool", "ssmtrade bench");
+            cJSON_AddStringToObject(root, "skipped", st_cuda_describe());
+            rc = write_json(json, root);
+            cJSON_Delete(root);
+        }
+        st_args_free(&a);
+        return rc;
+    }
+
+    st_param_table table = {0};
+    st_train_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    st_market m;
+    memset(&m, 0, sizeof m);
+    int have_market = 0;
+    rc = st_param_table_build(&o.d, &table);
+    if (rc == ST_OK) rc = st_train_config_default(&cfg, o.preset);
+    if (rc == ST_OK) {
+        st_data_opts dop = st_data_opts_default(o.d.K);
+        rc = st_market_synthetic((uint64_t)cfg.market_seed, cfg.instruments, cfg.bars, &dop, &m);
+        have_market = rc == ST_OK;
+    }
+    cJSON *root = cJSON_CreateObject();
+    int failed = 0;
+    if (rc == ST_OK) {
+        o.market = &m;
+        printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
+               "%d bars)\n",
+               st_cuda_describe(), o.preset, o.d.K, table.total, cfg.market_seed, cfg.instruments, cfg.bars);
+        fflush(stdout);
+        add_config(root, &o, table.total);
+        if (o.do_ceilings) failed += st_bench_ceilings(&o, root);
+        if (o.do_train) failed += st_bench_train(&o, root);
+        if (o.do_act) failed += st_bench_act(&o, root);
+        if (o.do_envwin) failed += st_bench_envwin(&o, root);
+        if (o.do_e2e) failed += st_bench_e2e(&o, root);
+        cJSON_AddNumberToObject(root, "failed", failed);
+        if (json) rc = write_json(json, root);
+        if (rc == ST_OK && json) printf("\nwrote %s\n", json);
+    }
+    cJSON_Delete(root);
+    if (have_market) st_market_free(&m);
+    st_train_config_free(&cfg);
+    st_param_table_free(&table);
+    st_args_free(&a);
+    if (rc == ST_OK && failed > 0) rc = ST_FAIL(ST_ERR_DEVICE, "%d benchmark configuration(s) failed (see above)", failed);
+    return rc;
+}

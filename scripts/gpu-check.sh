@@ -1,10 +1,22 @@
 #!/bin/bash
 # GPU machine run: build with the carried Debian packages (.deps, fetched by
 # ../shared/tools/device-deps.sh; the machine has no package registry), then
-# run the whole test suite there, GPU parity tests included, and keep the
-# logs under $OUT. Usage on the device: bash scripts/gpu-check.sh
+# the stages named in STAGES (default: build test torch), each logged under
+# $OUT and summarised on stdout:
+#   build     configure and build into build-gpu (sm_90 + PTX)
+#   test      the CPU tests through ctest (CTEST_EXCLUDE: a regex of tests to
+#             leave out, e.g. "test_learning|test_csv"), then every
+#             test_cuda_* one at a time with its full output (SKIP_CUDA_TESTS)
+#   torch     whole-model parity with PyTorch autograd in float64 (3 presets)
+#   sanitize  compute-sanitizer memcheck and racecheck over every GPU test
+#             (SSMTRADE_TEST_QUICK=1 shrinks the long loops)
+#   profile   per-kernel times (ncu) of one training step and one action step
+#   main      the README's main job on the GPU (SSMTRADE_UPDATES, default 40 here)
+#   bench     bench/gpu-bench.sh (ours vs PyTorch side by side)
+# Usage on the device: STAGES="build test" bash scripts/gpu-check.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
+STAGES=${STAGES:-build test torch}
 mkdir -p "$OUT"
 R=$PWD/.deps/root
 if [ ! -d "$R" ]; then
@@ -13,31 +25,108 @@ fi
 U=$R/usr
 A=$U/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$A:$A/openblas-pthread:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-nvcc --version | tail -1 | tee -a "$OUT/gpu.txt"
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$U" \
-  -DCBLAS_INCLUDE_DIR="$U/include/x86_64-linux-gnu/openblas-pthread" \
-  -DOPENBLAS_LIB="$A/openblas-pthread/libopenblas.so" \
-  -DCJSON_INCLUDE_DIR="$U/include" -DCJSON_LIB="$A/libcjson.so" >"$OUT/configure.log" 2>&1 \
-  || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
-cd build-gpu
-ctest -j8 --output-on-failure ${CTEST_ARGS:-} >"$OUT/ctest.log" 2>&1
-rc=$?
-grep -E "tests passed|tests failed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | head -40
-for t in $(ls test_cuda_* 2>/dev/null); do
-  echo "== $t"; ./$t 2>&1 | tail -60
-done >"$OUT/cuda_tests.log" 2>&1
-grep -E "FAIL|passed|skipped" "$OUT/cuda_tests.log" | head -40
-# Whole-model parity with PyTorch autograd (float64), three presets.
-if [ -z "${SKIP_TORCH:-}" ]; then
-  for p in tiny odd default; do
-    ./model_io --preset $p --windows 3 --seed 7 --out /tmp/mio_$p >/dev/null && ./model_io_f32 /tmp/mio_$p >/dev/null
-  done
-  python3 ../scripts/torch_parity.py /tmp/mio_tiny /tmp/mio_odd /tmp/mio_default >"$OUT/torch_parity.log" 2>&1
-  prc=$?
-  tail -15 "$OUT/torch_parity.log"
-  [ $prc = 0 ] || rc=$prc
+rc=0
+has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+stamp() { echo "== $1 ($(date +%T))"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader
+nvcc --version | tail -1
+
+if has build; then
+  stamp build
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$U" \
+    -DCBLAS_INCLUDE_DIR="$U/include/x86_64-linux-gnu/openblas-pthread" \
+    -DOPENBLAS_LIB="$A/openblas-pthread/libopenblas.so" \
+    -DCJSON_INCLUDE_DIR="$U/include" -DCJSON_LIB="$A/libcjson.so" >"$OUT/configure.log" 2>&1 \
+    || { tail -30 "$OUT/configure.log"; exit 1; }
+  cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
+  rm -f "$OUT/configure.log" "$OUT/build.log" # at most 8 files come back
 fi
+
+if has test; then
+  stamp test
+  # CPU tests through ctest in parallel; the GPU tests one at a time (they
+  # share the card), each with its exit code, time and pass/fail counts.
+  (cd build-gpu && ctest -j12 --timeout 900 --output-on-failure -E "test_cuda_${CTEST_EXCLUDE:+|$CTEST_EXCLUDE}" >"$OUT/ctest.log" 2>&1) || rc=1
+  grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -20
+  : >"$OUT/cuda_tests.log"
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
+  for t in build-gpu/test_cuda_*; do
+    n=$(basename "$t")
+    case " ${SKIP_CUDA_TESTS:-} " in *" $n "*) continue ;; esac
+    s0=$(date +%s.%N)
+    echo "==== $n" >>"$OUT/cuda_tests.log"
+    timeout ${CUDA_TEST_TIMEOUT:-600} "$t" >>"$OUT/cuda_tests.log" 2>&1
+    r=$?
+    s1=$(date +%s.%N)
+    line=$(awk -v n="==== $n" '$0 == n {f=1; next} /^==== / {f=0} f' "$OUT/cuda_tests.log" | grep -E "passed, [0-9]+ failed|skipped" | tail -1)
+    printf "%-22s exit %3d  %6.1f s  %s\n" "$n" "$r" "$(awk -v a="$s0" -v b="$s1" 'BEGIN{print b-a}')" "$line"
+    [ $r = 0 ] || rc=1
+  done | tee "$OUT/cuda_summary.txt"
+  grep -E "^FAIL" "$OUT/cuda_tests.log" | head -40
+fi
+
+if has torch; then
+  stamp torch
+  for p in tiny odd default; do
+    build-gpu/model_io --preset $p --windows 3 --seed 7 --out /tmp/mio_$p >/dev/null && build-gpu/model_io_f32 /tmp/mio_$p >/dev/null
+  done
+  python3 scripts/torch_parity.py /tmp/mio_tiny /tmp/mio_odd /tmp/mio_default >"$OUT/torch_parity.log" 2>&1 || rc=1
+  tail -15 "$OUT/torch_parity.log"
+fi
+
+if has sanitize; then
+  stamp sanitize
+  # Each GPU test under memcheck and racecheck, SANITIZE_JOBS at a time
+  # (they are slow, and small: the card takes several at once).
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  export SSMTRADE_TEST_QUICK=1 CS OUT SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240} OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
+  san_one() {
+    tool=$1 t=$2 n=$(basename "$2")
+    timeout "$SANITIZE_TIMEOUT" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$OUT/san_${tool}_$n.log" 2>&1
+    r=$?
+    s=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/san_${tool}_$n.log" | tail -1)
+    echo "$tool $n: exit $r ${s:-}"
+  }
+  export -f san_one
+  for tool in memcheck racecheck; do
+    for t in build-gpu/test_cuda_*; do
+      case "$(basename "$t")" in test_cuda_learning|${SANITIZE_SKIP:-none}) continue ;; esac
+      echo "$tool $t"
+    done
+  done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'san_one "$0" "$1"' | tee "$OUT/sanitize.txt"
+  grep -qvE "exit 0 " "$OUT/sanitize.txt" && rc=1
+  # the logs in one file (what comes back is limited to a few files)
+  for f in "$OUT"/san_*.log; do echo "==== $f"; tail -40 "$f"; done >"$OUT/sanitize_logs.txt" 2>/dev/null
+  rm -f "$OUT"/san_*.log
+fi
+
+if has profile; then
+  stamp profile
+  # Per-kernel times of one eager training step (2,048 windows) and one
+  # action step (128 environments) of the default preset, through ncu.
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for what in "train --windows 2048" "act --envs 128"; do
+    # shellcheck disable=SC2086
+    timeout 240 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${NCU_LAUNCHES:-700} \
+      build-gpu/ssmtrade bench --what $what --precision fp32 --repeats 1 --warmup 0 --sets 1 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+    echo "-- ncu: ssmtrade bench --what $what"
+    python3 bench/ncu_summary.py "$OUT/ncu.csv" 25 | tee -a "$OUT/profile.txt"
+  done
+  rm -f "$OUT/ncu.csv" "$OUT/ncu.err"
+fi
+
+if has main; then
+  stamp main
+  SSMTRADE_UPDATES=${SSMTRADE_UPDATES:-40} SSMTRADE_RUN=/tmp/run_main bash scripts/run-main.sh build-gpu/ssmtrade \
+    >"$OUT/main.log" 2>&1 || rc=1
+  grep -E "^==|update +[0-9]+/|greedy|sampled|buy|random|oracle|flat" "$OUT/main.log" | awk 'NR<=6 || /update/ && NR%10==0 || !/update/' | tail -40
+fi
+
+if has bench; then
+  stamp bench
+  bash bench/gpu-bench.sh build-gpu || rc=1
+fi
+stamp "done, rc $rc"
 exit $rc

@@ -9,13 +9,19 @@
  * s and c are read through their own row strides only (the regression of
  * DESIGN section 1: the window's rows are F+C wide, never F).
  *
- * Kernels are deliberately plain for this first increment: one thread per
- * output element (linears, element-wise steps), per row (LayerNorm,
- * softmax, the softmax backward) or per (row, variable) for the fused
- * per-variable GRNs, whose threads are ordered row-fastest so that a block
+ * The selection GRN's linears run through cuBLAS (cuda/linear_cuda.h, in
+ * its precision); the rest are plain kernels: one thread per output
+ * element (the backward's dx products, element-wise steps), per row
+ * (LayerNorm, softmax, the softmax backward) or per (row, variable) for the
+ * fused per-variable GRNs, whose threads are ordered row-fastest so that a block
  * shares one variable and its weight reads are broadcasts. Parameter
- * gradients have one thread per element summing rows in order: no atomics,
- * bit-identical run to run and independent of the callers' strides.
+ * gradients are reductions over all rows: the weight gradients are cuBLAS
+ * products (dW += dy^T x, one per variable for the stacked GRNs), the
+ * biases and the LayerNorm parameters column sums in double
+ * (st_cuda_colsum_add, over per-row products for the LayerNorm weights):
+ * no atomics, bit-identical run to run and independent of the callers'
+ * strides. (A thread per weight summing the rows serially was half of a
+ * default-preset training step: bench/NOTES.md.)
  *
  * `saved` has the layout of vsn.c (sel_h1, sel_h2, sel_glu with sigma(g2),
  * sel_x, sel_mean, sel_rstd, alpha, var_h1, var_h2, var_glu with sigma(g2),
@@ -25,6 +31,7 @@
 #include "cuda/check.h"
 
 extern "C" {
+#include "cuda/linear_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "model/vsn.h"
 }
@@ -144,25 +151,9 @@ static __global__ void embed_kernel(int rows, int F, int Dv, const float *s, int
     }
 }
 
-/* y[r, o] = b[o] + x[r] . W[o] (+ x2[r] . W2[o]), then ELU when asked.
- * W [out, in], W2 [out, in2]; b and x2 may be NULL. */
-static __global__ void linear_fwd_kernel(int rows, int in, int out, const float *x, int x_stride, const float *W,
-                                         const float *b, const float *x2, int x2_stride, int in2, const float *W2,
-                                         int elu, float *y, int y_stride) {
-    GRID_LOOP(idx, (size_t)rows * out) {
-        size_t r = idx / (size_t)out, o = idx % (size_t)out;
-        const float *xr = x + r * (size_t)x_stride, *Wo = W + o * (size_t)in;
-        double acc = b ? (double)b[o] : 0.0;
-        for (int i = 0; i < in; i++)
-            acc += (double)xr[i] * (double)Wo[i];
-        if (x2) {
-            const float *x2r = x2 + r * (size_t)x2_stride, *W2o = W2 + o * (size_t)in2;
-            for (int i = 0; i < in2; i++)
-                acc += (double)x2r[i] * (double)W2o[i];
-        }
-        float v = (float)acc;
-        y[r * (size_t)y_stride + o] = elu ? dev_elu(v) : v;
-    }
+/* x = ELU(x) over n contiguous values. */
+static __global__ void elu_kernel(size_t n, float *x) {
+    GRID_LOOP(i, n) x[i] = dev_elu(x[i]);
 }
 
 /* dx[r, i] (=|+=) dy[r] . W[:, i], times ELU'(h[r, i]) when h is given
@@ -179,31 +170,6 @@ static __global__ void linear_dx_kernel(int rows, int in, int out, const float *
         if (h) d *= elu_grad_from_out(h[r * (size_t)h_stride + i]);
         float *dst = dx + r * (size_t)dx_stride + i;
         *dst = accumulate ? *dst + d : d;
-    }
-}
-
-/* Grouped weight gradient: for group g, dW[g, o, i] += sum_r dy[r, g*dy_goff
- * + o] x[r, g*x_goff + i], rows summed in order (one thread per element).
- * groups = 1 is a plain linear's dW += dy^T x. */
-static __global__ void linear_dw_kernel(int rows, int groups, int in, int out, const float *dy, int dy_stride,
-                                        int dy_goff, const float *x, int x_stride, int x_goff, float *dW) {
-    GRID_LOOP(idx, (size_t)groups * out * in) {
-        size_t i = idx % (size_t)in, go = idx / (size_t)in, o = go % (size_t)out, g = go / (size_t)out;
-        const float *dyc = dy + g * (size_t)dy_goff + o, *xc = x + g * (size_t)x_goff + i;
-        double acc = 0;
-        for (int r = 0; r < rows; r++)
-            acc += (double)dyc[(size_t)r * dy_stride] * (double)xc[(size_t)r * x_stride];
-        dW[idx] += (float)acc;
-    }
-}
-
-/* out[i] += sum_r x[r, i], rows in order. */
-static __global__ void colsum_kernel(int rows, int n, const float *x, int x_stride, float *out) {
-    GRID_LOOP(i, (size_t)n) {
-        double acc = 0;
-        for (int r = 0; r < rows; r++)
-            acc += (double)x[(size_t)r * x_stride + i];
-        out[i] += (float)acc;
     }
 }
 
@@ -248,20 +214,14 @@ static __global__ void layernorm_dx_kernel(int rows, int n, const float *x, int 
     }
 }
 
-/* LayerNorm's parameter gradients, a thread per column, rows in order:
- * dw += sum dy xhat, db += sum dy. */
-static __global__ void layernorm_params_kernel(int rows, int n, const float *x, int x_stride, const float *mean,
-                                               const float *rstd, const float *dy, int dy_stride, float *dw,
-                                               float *db) {
-    GRID_LOOP(i, (size_t)n) {
-        double aw = 0, ab = 0;
-        for (int r = 0; r < rows; r++) {
-            float g = dy[(size_t)r * dy_stride + i];
-            aw += (double)xhat_of(x[(size_t)r * x_stride + i], mean[r], rstd[r]) * (double)g;
-            ab += g;
-        }
-        dw[i] += (float)aw;
-        db[i] += (float)ab;
+/* out[r, i] = xhat[r, i] dy[r, i]: the LayerNorm weight gradient's per-row
+ * terms (their column sums are the gradient). */
+static __global__ void ln_prod_kernel(int rows, int n, const float *x, int x_stride, const float *mean,
+                                      const float *rstd, const float *dy, int dy_stride, float *out, int out_stride) {
+    GRID_LOOP(idx, (size_t)rows * n) {
+        size_t r = idx / (size_t)n, i = idx % (size_t)n;
+        out[r * (size_t)out_stride + i] =
+            xhat_of(x[r * (size_t)x_stride + i], mean[r], rstd[r]) * dy[r * (size_t)dy_stride + i];
     }
 }
 
@@ -445,22 +405,17 @@ static __global__ void var_backward_kernel(int rows, int F, int Dv, vsn_w w, vsn
     }
 }
 
-/* var_ln_w[j,k] += sum_r alpha_j dv_k xhat, var_ln_b[j,k] += sum_r alpha_j dv_k. */
-static __global__ void var_ln_params_kernel(int rows, int F, int Dv, vsn_saved sv, const float *dv, int dv_stride,
-                                            float *gw, float *gb) {
+/* The per-variable norms' per-row terms: pb[r, j, k] = alpha_j dv_k (the
+ * gradient reaching norm j's output), pw = pb xhat; var_ln_b and var_ln_w
+ * gain their column sums. */
+static __global__ void var_ln_prod_kernel(int rows, int F, int Dv, vsn_saved sv, const float *dv, int dv_stride,
+                                          float *pw, float *pb) {
     const size_t P = (size_t)F * Dv;
-    GRID_LOOP(jk, P) {
-        size_t j = jk / (size_t)Dv, k = jk % (size_t)Dv;
-        double aw = 0, ab = 0;
-        for (int r = 0; r < rows; r++) {
-            float dt = sv.alpha[(size_t)r * F + j] * dv[(size_t)r * dv_stride + k];
-            float xh =
-                xhat_of(sv.var_x[(size_t)r * P + jk], sv.var_mean[(size_t)r * F + j], sv.var_rstd[(size_t)r * F + j]);
-            aw += (double)dt * (double)xh;
-            ab += dt;
-        }
-        gw[jk] += (float)aw;
-        gb[jk] += (float)ab;
+    GRID_LOOP(idx, (size_t)rows * P) {
+        size_t r = idx / P, jk = idx % P, j = jk / (size_t)Dv, k = jk % (size_t)Dv;
+        float dt = sv.alpha[r * F + j] * dv[r * (size_t)dv_stride + k];
+        pb[idx] = dt;
+        pw[idx] = dt * xhat_of(sv.var_x[idx], sv.var_mean[r * F + j], sv.var_rstd[r * F + j]);
     }
 }
 
@@ -477,19 +432,6 @@ static __global__ void embed_ds_kernel(int rows, int F, int Dv, const float *dE,
     }
 }
 
-/* embed_w[j, k] += sum_r dE[r, j, k] s[r, j], rows in order. */
-static __global__ void embed_dw_kernel(int rows, int F, int Dv, const float *dE, const float *s, int s_stride,
-                                       float *gw) {
-    const size_t P = (size_t)F * Dv;
-    GRID_LOOP(jk, P) {
-        size_t j = jk / (size_t)Dv;
-        double acc = 0;
-        for (int r = 0; r < rows; r++)
-            acc += (double)dE[(size_t)r * P + jk] * (double)s[(size_t)r * s_stride + j];
-        gw[jk] += (float)acc;
-    }
-}
-
 /* ---- host: forward ------------------------------------------------------- */
 
 static int vsn_check_sizes(int rows, int F, int C, int Dv) {
@@ -503,14 +445,13 @@ static int sel_forward(int rows, int F, int C, int Dv, const float *c, int c_str
                        const vsn_saved &sv, const vsn_work &wk, float *alpha, int alpha_stride, cudaStream_t st) {
     const int P = F * Dv, Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
-    ST_TRY(launch_n(R * Hs, st, linear_fwd_kernel, rows, P, Hs, (const float *)wk.E, P, w.sel_fc1_w, w.sel_fc1_b,
-                    C > 0 ? c : (const float *)NULL, c_stride, C, w.sel_ctx_w, 1, sv.sel_h1, Hs));
-    ST_TRY(launch_n(R * Hs, st, linear_fwd_kernel, rows, Hs, Hs, (const float *)sv.sel_h1, Hs, w.sel_fc2_w, w.sel_fc2_b,
-                    (const float *)NULL, 0, 0, (const float *)NULL, 0, sv.sel_h2, Hs));
-    ST_TRY(launch_n(R * 2 * F, st, linear_fwd_kernel, rows, Hs, 2 * F, (const float *)sv.sel_h2, Hs, w.sel_glu_w,
-                    w.sel_glu_b, (const float *)NULL, 0, 0, (const float *)NULL, 0, sv.sel_glu, 2 * F));
-    ST_TRY(launch_n(R * F, st, linear_fwd_kernel, rows, P, F, (const float *)wk.E, P, w.sel_skip_w, w.sel_skip_b,
-                    (const float *)NULL, 0, 0, (const float *)NULL, 0, sv.sel_x, F));
+    /* fc1 (+ ctx, then ELU), fc2, glu and the skip: cuBLAS products */
+    ST_TRY(st_cuda_linear_forward(rows, P, Hs, wk.E, P, w.sel_fc1_w, w.sel_fc1_b, sv.sel_h1, Hs, st));
+    if (C > 0) ST_TRY(st_cuda_gemm(0, 1, rows, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 1.0f, sv.sel_h1, Hs, st));
+    ST_TRY(launch_n(R * Hs, st, elu_kernel, R * Hs, sv.sel_h1));
+    ST_TRY(st_cuda_linear_forward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, w.sel_fc2_b, sv.sel_h2, Hs, st));
+    ST_TRY(st_cuda_linear_forward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, w.sel_glu_b, sv.sel_glu, 2 * F, st));
+    ST_TRY(st_cuda_linear_forward(rows, P, F, wk.E, P, w.sel_skip_w, w.sel_skip_b, sv.sel_x, F, st));
     ST_TRY(launch_n(R * F, st, sel_gate_kernel, rows, F, sv.sel_glu, sv.sel_x));
     ST_TRY(launch_n(R, st, layernorm_rows_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w, w.sel_norm_b,
                     wk.dlog, F, sv.sel_mean, sv.sel_rstd));
@@ -539,8 +480,17 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
 /* dy [rows, out] (stride dy_stride) of a linear on x: dW += dy^T x, db += colsum dy. */
 static int linear_params(int rows, int in, int out, const float *x, int x_stride, const float *dy, int dy_stride,
                          float *dW, float *db, cudaStream_t st) {
-    ST_TRY(launch_n((size_t)out * in, st, linear_dw_kernel, rows, 1, in, out, dy, dy_stride, 0, x, x_stride, 0, dW));
-    if (db) ST_TRY(launch_n((size_t)out, st, colsum_kernel, rows, out, dy, dy_stride, db));
+    return st_cuda_linear_backward(rows, in, out, x, x_stride, NULL, dy, dy_stride, NULL, 0, 0, dW, db, st);
+}
+
+/* The stacked GRNs' weight gradients: for each variable g < groups,
+ * dW[g] ([out, in]) += dy_g^T x_g with dy_g = dy + g*dy_goff and
+ * x_g = x + g*x_goff (row strides dy_stride, x_stride). */
+static int grouped_dw(int rows, int groups, int in, int out, const float *dy, int dy_stride, int dy_goff,
+                      const float *x, int x_stride, int x_goff, float *dW, cudaStream_t st) {
+    for (int g = 0; g < groups; g++)
+        ST_TRY(st_cuda_gemm(1, 0, out, in, rows, 1.0f, dy + (size_t)g * dy_goff, dy_stride, x + (size_t)g * x_goff,
+                            x_stride, 1.0f, dW + (size_t)g * out * in, in, st));
     return ST_OK;
 }
 
@@ -553,9 +503,11 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *c, int c_st
     const size_t R = (size_t)rows;
     ST_TRY(launch_n(R, st, layernorm_dx_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w,
                     (const float *)sv.sel_mean, (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dxs, F));
-    ST_TRY(launch_n((size_t)F, st, layernorm_params_kernel, rows, F, (const float *)sv.sel_x, F,
-                    (const float *)sv.sel_mean, (const float *)sv.sel_rstd, (const float *)wk.dlog, F, g.sel_norm_w,
-                    g.sel_norm_b));
+    /* the norm's parameters: dw += colsum(xhat dy) (the products in dgls, not yet used), db += colsum(dy) */
+    ST_TRY(launch_n(R * F, st, ln_prod_kernel, rows, F, (const float *)sv.sel_x, F, (const float *)sv.sel_mean,
+                    (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dgls, F));
+    ST_TRY(st_cuda_colsum_add(rows, F, wk.dgls, F, g.sel_norm_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, F, wk.dlog, F, g.sel_norm_b, st));
     ST_TRY(
         launch_n(R * F, st, sel_gate_bwd_kernel, rows, F, (const float *)sv.sel_glu, (const float *)wk.dxs, wk.dgls));
     /* skip: dE += dxs W_skip */
@@ -587,15 +539,13 @@ static int var_params(int rows, int F, int Dv, const vsn_g &g, const vsn_saved &
                       cudaStream_t st) {
     const int P = F * Dv;
     const size_t DD = (size_t)Dv * Dv;
-    ST_TRY(launch_n((size_t)F * 2 * DD, st, linear_dw_kernel, rows, F, Dv, 2 * Dv, (const float *)wk.dgl, 2 * P, 2 * Dv,
-                    (const float *)sv.var_h2, P, Dv, g.var_glu_w));
-    ST_TRY(launch_n((size_t)2 * P, st, colsum_kernel, rows, 2 * P, (const float *)wk.dgl, 2 * P, g.var_glu_b));
-    ST_TRY(launch_n((size_t)F * DD, st, linear_dw_kernel, rows, F, Dv, Dv, (const float *)wk.dh2, P, Dv,
-                    (const float *)sv.var_h1, P, Dv, g.var_fc2_w));
-    ST_TRY(launch_n((size_t)P, st, colsum_kernel, rows, P, (const float *)wk.dh2, P, g.var_fc2_b));
-    ST_TRY(launch_n((size_t)F * DD, st, linear_dw_kernel, rows, F, Dv, Dv, (const float *)wk.dh1, P, Dv,
-                    (const float *)wk.E, P, Dv, g.var_fc1_w));
-    ST_TRY(launch_n((size_t)P, st, colsum_kernel, rows, P, (const float *)wk.dh1, P, g.var_fc1_b));
+    (void)DD;
+    ST_TRY(grouped_dw(rows, F, Dv, 2 * Dv, wk.dgl, 2 * P, 2 * Dv, sv.var_h2, P, Dv, g.var_glu_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, 2 * P, wk.dgl, 2 * P, g.var_glu_b, st));
+    ST_TRY(grouped_dw(rows, F, Dv, Dv, wk.dh2, P, Dv, sv.var_h1, P, Dv, g.var_fc2_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, P, wk.dh2, P, g.var_fc2_b, st));
+    ST_TRY(grouped_dw(rows, F, Dv, Dv, wk.dh1, P, Dv, wk.E, P, Dv, g.var_fc1_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, P, wk.dh1, P, g.var_fc1_b, st));
     return ST_OK;
 }
 
@@ -614,12 +564,19 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     ST_TRY(launch_n(R * P, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
     ST_TRY(launch_n(R, st, dlog_kernel, rows, F, Dv, *w, sv, dv, dv_stride, dalpha, dalpha_stride, wk.dlog));
     ST_TRY(launch_n(R * F, st, var_backward_kernel, rows, F, Dv, *w, sv, dv, dv_stride, wk));
-    ST_TRY(launch_n(P, st, var_ln_params_kernel, rows, F, Dv, sv, dv, dv_stride, g->var_ln_w, g->var_ln_b));
+    ST_TRY(var_params(rows, F, Dv, *g, sv, wk, st)); /* the last reader of dgl, dh2, dh1 */
+    /* the per-variable norms' parameters: the per-row products in dgl (free now), then column sums */
+    float *pw = wk.dgl, *pb = wk.dgl + R * P;
+    ST_TRY(launch_n(R * P, st, var_ln_prod_kernel, rows, F, Dv, sv, dv, dv_stride, pw, pb));
+    ST_TRY(st_cuda_colsum_add(rows, (int)P, pw, (int)P, g->var_ln_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, (int)P, pb, (int)P, g->var_ln_b, st));
     ST_TRY(sel_backward(rows, F, C, Dv, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
-    ST_TRY(var_params(rows, F, Dv, *g, sv, wk, st));
     if (ds) ST_TRY(launch_n(R * F, st, embed_ds_kernel, rows, F, Dv, (const float *)wk.dE, w->embed_w, ds, ds_stride));
-    ST_TRY(launch_n(P, st, embed_dw_kernel, rows, F, Dv, (const float *)wk.dE, s, s_stride, g->embed_w));
-    ST_TRY(launch_n(P, st, colsum_kernel, rows, (int)P, (const float *)wk.dE, (int)P, g->embed_b));
+    /* embed_w[j, :] += dE_j^T s_j (a product per variable), embed_b += colsum(dE) */
+    for (int j = 0; j < F; j++)
+        ST_TRY(st_cuda_gemm(1, 0, Dv, 1, rows, 1.0f, wk.dE + (size_t)j * Dv, (int)P, s + j, s_stride, 1.0f,
+                            g->embed_w + (size_t)j * Dv, 1, st));
+    ST_TRY(st_cuda_colsum_add(rows, (int)P, wk.dE, (int)P, g->embed_b, st));
     return ST_OK;
 }
 

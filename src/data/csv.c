@@ -118,12 +118,17 @@ int st_parse_time(const char *s, size_t len, int64_t *ts) {
     return 0;
 }
 
+/* Any int64 time in constant time: 400 Gregorian years are exactly 146097
+ * days, so whole cycles are stepped over before walking years and months.
+ * (Unix seconds are read with up to 18 digits: walking from 1970 one year at
+ * a time took minutes for the message about such a time.) */
 void st_format_time(int64_t ts, char *buf, size_t size) {
-    int64_t days = ts >= 0 ? ts / 86400 : -((-ts + 86399) / 86400);
-    int64_t secs = ts - days * 86400;
-    int64_t y = 1970;
-    while (days < 0)
-        days += 365 + is_leap(--y);
+    int64_t days = ts / 86400, secs = ts % 86400; /* rounded down below, without overflow at INT64_MIN */
+    if (secs < 0) secs += 86400, days--;
+    int64_t cycles = days / 146097, rest = days % 146097;
+    if (rest < 0) rest += 146097, cycles--;
+    int64_t y = 1970 + 400 * cycles;
+    days = rest; /* 0 <= days < 146097 */
     while (days >= 365 + is_leap(y))
         days -= 365 + is_leap(y++);
     int m = 1;

@@ -16,8 +16,10 @@
 
 int st_checkpoint_save(const char *path, const st_trainer *t);
 
-/* Reads the config stored in a checkpoint (defaults + its JSON); the caller
- * may override fields before st_trainer_init. */
+/* Reads the config stored in a checkpoint (defaults + its JSON) into cfg,
+ * which it overwrites without freeing (pass one that owns no strings); the
+ * caller may override fields before st_trainer_init. On failure cfg owns
+ * nothing. */
 int st_checkpoint_config(const st_safetensors *f, st_train_config *cfg);
 
 /* Restores weights, moments, environment state and counters into a trainer

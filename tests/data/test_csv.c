@@ -5,9 +5,11 @@
  * with one bad cell on a random line), each asserting ST_ERR_INPUT and a
  * message "FILE:LINE: column 'NAME'". Cache: the second load comes from the
  * cache, and an edit that keeps the size and the modification time (so only
- * the hash of the bytes can see it) is re-parsed. */
+ * the hash of the bytes can see it) is re-parsed. Fuzzer regressions
+ * (fuzz/fuzz_csv.c): each crashing input, inline, with what it must give. */
 #define _XOPEN_SOURCE 700
 #include <fcntl.h>
+#include <time.h>
 #include <ftw.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -461,6 +463,44 @@ static void test_folder(void) {
     free(b);
 }
 
+/* Inputs that made fuzz/fuzz_csv.c fail, kept as bytes. */
+static void test_fuzz_regressions(void) {
+    /* Timeout (a hang): 18-digit unix seconds are legal times, and
+     * st_format_time walked from 1970 one year at a time to name them, which
+     * took minutes for the "not after the previous row's" message. The
+     * fuzzer's input was the first line alone; the same time in a file: */
+    static const char hang[] = "timestamp,close\n100000000000000000,1\n1,2\n";
+    clock_t t0 = clock();
+    st_instrument in;
+    memset(&in, 0, sizeof in);
+    int rc = st_csv_parse("fuzz.csv", hang, strlen(hang), &in);
+    CHECK(rc == ST_ERR_INPUT &&
+              strstr(st_last_error(),
+                     "fuzz.csv:3: column 'timestamp': '1' is not after the previous row's 3168875820-09-06T09:46:40Z"),
+          "18-digit time: rc %d '%s'", rc, st_last_error());
+    /* Both ends of int64 and of what the parser reads, against Python's
+     * datetime on the same instant shifted by whole 400-year cycles. */
+    struct {
+        int64_t ts;
+        const char *s;
+    } far[] = {{100000000000000000LL, "3168875820-09-06T09:46:40Z"},
+               {999999999999999999LL, "31688740476-10-23T01:46:39Z"},
+               {-999999999999999999LL, "-31688736537-03-10T22:13:21Z"},
+               {INT64_MIN, "-292277022657-01-27T08:29:52Z"},
+               {INT64_MAX, "292277026596-12-04T15:30:07Z"},
+               {-1, "1969-12-31T23:59:59Z"},
+               {-62135596800LL, "0001-01-01T00:00:00Z"},
+               {253402300799LL, "9999-12-31T23:59:59Z"}};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        char s[64];
+        st_format_time(far[i].ts, s, sizeof s);
+        CHECK(strcmp(s, far[i].s) == 0, "st_format_time(%lld) = '%s', expected '%s'", (long long)far[i].ts, s,
+              far[i].s);
+    }
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK(secs < 1.0, "formatting far times took %.1f s (must be constant time)", secs);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/st_test_csv_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -471,6 +511,7 @@ int main(void) {
     snprintf(cache, sizeof cache, "%s/cache", tmpdir);
     setenv("SSMTRADE_CACHE", cache, 1);
     test_times();
+    test_fuzz_regressions();
     test_bad_inputs();
     test_derived_columns();
     test_real_files();

@@ -30,6 +30,7 @@ void st_backtest_free(st_backtest_result *r) {
 
 /* Appends the step's trades to r, growing its list. */
 static int keep_trades(st_backtest_result *r, int *cap, const st_trade_log *log) {
+    if (log->n == 0) return ST_OK; /* r->trades may still be NULL: no memcpy from/to it */
     if (r->n_trades + log->n > *cap) {
         int nc = *cap ? *cap : 1024;
         while (nc < r->n_trades + log->n)

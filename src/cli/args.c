@@ -1,12 +1,46 @@
-/* args.c: flag parsing, config files and size flags (args.h). */
+/* args.c: flag parsing, config files and size flags (args.h).
+ *
+ * Parsing goes on past a bad flag or config key so that every problem of a
+ * command line is reported at once: the error message has one line per
+ * problem. */
 #include "cli/args.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+
+/* Problems joined by newlines; what does not fit in one error message is
+ * counted, then said. */
+typedef struct {
+    char text[940];
+    size_t len;
+    int n, hidden;
+} problems;
+
+static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(problems *p, const char *fmt, ...) {
+    char line[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t need = strlen(line) + (p->n ? 1 : 0);
+    if (p->len + need + 40 >= sizeof p->text) {
+        p->hidden++;
+        return;
+    }
+    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->n ? "\n" : "", line);
+    p->n++;
+}
+
+static int problems_status(problems *p) {
+    if (p->hidden) snprintf(p->text + p->len, sizeof p->text - p->len, "\n(and %d more problems)", p->hidden);
+    return p->n ? ST_FAIL(ST_ERR_INPUT, "%s", p->text) : ST_OK;
+}
 
 static const st_flag *find_spec(const st_flag *spec, int n, const char *name, size_t len) {
     for (int i = 0; i < n; i++)
@@ -27,79 +61,116 @@ static int set(st_args *a, const char *name, const char *value) {
     return ST_OK;
 }
 
-/* Adds the keys of a JSON config file that the command line did not set. */
-static int load_config(const char *path, const st_flag *spec, int n_spec, st_args *a) {
+/* Adds the keys of a JSON config file that the command line did not set;
+ * every unusable key is a problem. */
+static void load_config(const char *path, const st_flag *spec, int n_spec, st_args *a, problems *p) {
     FILE *f = fopen(path, "rb");
-    ST_REQUIRE(f, ST_ERR_INPUT, "--config %s: cannot open: %s", path, strerror(errno));
+    if (!f) {
+        problem(p, "--config %s: cannot open: %s", path, strerror(errno));
+        return;
+    }
     fseek(f, 0, SEEK_END);
     long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)sz + 1);
+    char *buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
     size_t got = buf ? fread(buf, 1, (size_t)sz, f) : 0;
     fclose(f);
     if (!buf || got != (size_t)sz) {
         free(buf);
-        return ST_FAIL(ST_ERR_IO, "--config %s: cannot read", path);
+        problem(p, "--config %s: cannot read the file", path);
+        return;
     }
     buf[sz] = 0;
     cJSON *root = cJSON_Parse(buf);
-    free(buf);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return ST_FAIL(ST_ERR_INPUT, "--config %s: not a JSON object", path);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at && at >= buf && at <= buf + sz ? (long)(at - buf) : -1;
+        if (off >= 0) {
+            /* up to 24 bytes before the point the parser gave up, on one line */
+            char near[32];
+            long from = off > 24 ? off - 24 : 0, k = 0;
+            for (long i = from; i < off; i++)
+                near[k++] = buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t' ? ' ' : buf[i];
+            near[k] = 0;
+            problem(p, "--config %s: not valid JSON (it stops at byte %ld, after '%s%s')", path, off,
+                    from > 0 ? "..." : "", near);
+        } else {
+            problem(p, "--config %s: not valid JSON", path);
+        }
+        free(buf);
+        return;
     }
-    int rc = ST_OK;
-    for (cJSON *it = root->child; it && rc == ST_OK; it = it->next) {
+    free(buf);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        problem(p, "--config %s: not a JSON object (expected {\"flag-name\": value, ...})", path);
+        return;
+    }
+    for (cJSON *it = root->child; it; it = it->next) {
         const st_flag *s = find_spec(spec, n_spec, it->string, strlen(it->string));
         if (!s || strcmp(it->string, "config") == 0) {
-            rc = ST_FAIL(ST_ERR_INPUT, "--config %s: unknown key '%s' (keys are the command's flag names)", path,
-                         it->string);
-            break;
+            problem(p, "--config %s: unknown key '%s' (keys are the command's flag names)", path, it->string);
+            continue;
         }
         if (st_args_has(a, s->name)) continue; /* the command line wins */
         char num[64];
+        int rc = ST_OK;
         if (cJSON_IsString(it)) rc = set(a, s->name, it->valuestring);
         else if (cJSON_IsBool(it)) {
             if (cJSON_IsTrue(it)) rc = set(a, s->name, "1");
         } else if (cJSON_IsNumber(it)) {
             snprintf(num, sizeof num, "%.17g", it->valuedouble);
             rc = set(a, s->name, num);
-        } else rc = ST_FAIL(ST_ERR_INPUT, "--config %s: key '%s' must be a string, number or boolean", path,
-                            it->string);
+        } else {
+            problem(p, "--config %s: key '%s' must be a string, number or boolean", path, it->string);
+        }
+        if (rc != ST_OK) problem(p, "--config %s: key '%s': too many flags", path, it->string);
     }
     cJSON_Delete(root);
-    return rc;
 }
 
 int st_args_parse(int argc, char **argv, const st_flag *spec, int n_spec, st_args *a) {
     memset(a, 0, sizeof *a);
+    problems p = {.len = 0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             a->help = 1;
             continue;
         }
-        ST_REQUIRE(strncmp(arg, "--", 2) == 0, ST_ERR_INPUT, "unexpected argument '%s' (flags look like --name value)",
-                   arg);
+        if (strncmp(arg, "--", 2) != 0) {
+            problem(&p, "unexpected argument '%s' (flags look like --name value)", arg);
+            continue;
+        }
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const st_flag *s = find_spec(spec, n_spec, name, len);
-        ST_REQUIRE(s, ST_ERR_INPUT, "unknown flag '%.*s' (see %s --help)", (int)len + 2, arg, argv[0]);
+        if (!s) {
+            problem(&p, "unknown flag '%.*s' (see %s --help)", (int)len + 2, arg, argv[0]);
+            /* its value, if it has one, is not a second problem */
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
+            continue;
+        }
         const char *value;
         if (!s->value) {
-            ST_REQUIRE(!eq, ST_ERR_INPUT, "flag --%s takes no value", s->name);
+            if (eq) {
+                problem(&p, "flag --%s takes no value", s->name);
+                continue;
+            }
             value = "1";
         } else if (eq) {
             value = eq + 1;
-        } else {
-            ST_REQUIRE(i + 1 < argc, ST_ERR_INPUT, "flag --%s needs a value (%s)", s->name, s->value);
+        } else if (i + 1 < argc) {
             value = argv[++i];
+        } else {
+            problem(&p, "flag --%s needs a value (%s)", s->name, s->value);
+            continue;
         }
-        ST_TRY(set(a, s->name, value));
+        if (set(a, s->name, value) != ST_OK) problem(&p, "too many flags (at most %d)", ST_ARGS_MAX);
     }
     const char *cfg = st_args_str(a, "config", NULL);
-    if (cfg) ST_TRY(load_config(cfg, spec, n_spec, a));
-    return ST_OK;
+    if (cfg) load_config(cfg, spec, n_spec, a, &p);
+    return problems_status(&p);
 }
 
 void st_args_free(st_args *a) {

@@ -3,13 +3,41 @@
  * (DESIGN sections 6, 10, 12). Every hyper-parameter is a flag and a key of
  * the JSON --config file (train/train_config.h); flags win.
  * The NaN/Inf tracer (--trace, --inject, --poison-padding; trace/guard.h)
- * wraps each update; on a trip the run stops with the report and a dump. */
+ * wraps each update; on a trip the run stops with the report and a dump.
+ *
+ * Before any work: every flag, config key, the --resume checkpoint (whole,
+ * and that the flags keep its sizes and data), the run folder and the
+ * memory the trainer needs are checked, and all problems are printed, one
+ * line each (cli/run_setup.h).
+ *
+ * SIGINT / SIGTERM: the handler only sets a flag; the loop looks at it
+ * after each update, writes the checkpoints (periodic and last), says
+ * "interrupted by SIGINT after update N: ..." and exits 130 (SIGTERM: 143).
+ * A signal during the write changes nothing: the write goes on. A signal
+ * before the loop starts (loading, building) ends the process as usual:
+ * nothing is lost that a checkpoint holds.
+ *
+ * SIGKILL: checkpoints are written to a temp file beside the target, fsynced
+ * and renamed (core/safetensors.c), so every *.safetensors file is whole at
+ * any moment; a killed write leaves NAME.safetensors.tmp.PID, removed by the
+ * next run into the folder once that process is gone. On --resume the
+ * metrics file is cut back to the checkpoint's update (a kill between the
+ * metrics line and the checkpoint leaves lines of an update that is redone).
+ *
+ * Test hook: SSMTRADE_TEST_SLOW_CHECKPOINT_MS=N sleeps N ms before each
+ * checkpoint file is written, to widen the window a test's signals aim at
+ * (tests/cli/test_sigkill.sh, test_signals.sh). */
+#include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -115,14 +143,121 @@ static void tensorboard(st_tboard *tb, const st_update_stats *s, const st_train_
     st_tboard_flush(tb);
 }
 
+/* The test hook SSMTRADE_TEST_SLOW_CHECKPOINT_MS (top of the file). */
+static void test_slow_checkpoint(void) {
+    const char *v = getenv("SSMTRADE_TEST_SLOW_CHECKPOINT_MS");
+    long ms = v ? atol(v) : 0;
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 static int save(const st_trainer *t, const char *out, int periodic) {
     char path[1200];
     if (periodic) {
+        test_slow_checkpoint();
         snprintf(path, sizeof path, "%s/checkpoints/ckpt_%06ld.safetensors", out, t->update);
         ST_TRY(st_checkpoint_save(path, t));
     }
+    test_slow_checkpoint();
     snprintf(path, sizeof path, "%s/last.safetensors", out);
     return st_checkpoint_save(path, t);
+}
+
+/* text to path through a temp file, fsync and rename (never half a file). */
+static int write_file_atomic(const char *path, const char *text) {
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ST_REQUIRE(fd >= 0, ST_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    size_t n = strlen(text), done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, text + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    int ok = done == n && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) return ST_OK;
+    int err = errno;
+    unlink(tmp);
+    return ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(err));
+}
+
+/* Removes the NAME.tmp.PID files a killed writer left in dir (NAME a
+ * checkpoint, config.json or metrics.jsonl; PID a process that is gone);
+ * returns how many. */
+static int remove_stale_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        const char *at = strstr(e->d_name, ".tmp.");
+        if (!at) continue;
+        size_t n = (size_t)(at - e->d_name);
+        int ours = (n > 12 && strncmp(at - 12, ".safetensors", 12) == 0) ||
+                   (n == 11 && strncmp(e->d_name, "config.json", 11) == 0) ||
+                   (n == 13 && strncmp(e->d_name, "metrics.jsonl", 13) == 0);
+        if (!ours) continue;
+        char *end;
+        long pid = strtol(at + 5, &end, 10);
+        if (end == at + 5 || *end != 0 || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer may still be at work */
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        removed += unlink(path) == 0;
+    }
+    closedir(d);
+    return removed;
+}
+
+/* Cuts metrics.jsonl back to the lines of updates <= update (and drops a
+ * torn last line): what a killed run wrote past its last checkpoint is
+ * redone by the resumed one. Rewritten atomically; returns the lines dropped. */
+static int trim_metrics(const char *path, long update, int *dropped) {
+    *dropped = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ST_OK; /* nothing yet */
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+    size_t got = buf ? fread(buf, 1, (size_t)sz, f) : 0;
+    fclose(f);
+    if (!buf || got != (size_t)sz) {
+        free(buf);
+        return ST_FAIL(ST_ERR_IO, "cannot read %s", path);
+    }
+    buf[sz] = 0;
+    size_t keep = 0; /* bytes kept, moved to the front */
+    for (size_t i = 0; i < (size_t)sz;) {
+        char *nl = memchr(buf + i, '\n', (size_t)sz - i);
+        if (!nl) {
+            (*dropped)++; /* a torn line */
+            break;
+        }
+        size_t n = (size_t)(nl - (buf + i)) + 1;
+        *nl = 0;
+        const char *u = strstr(buf + i, "\"update\": ");
+        int ok = !u || atol(u + 10) <= update;
+        *nl = '\n';
+        if (ok) {
+            memmove(buf + keep, buf + i, n);
+            keep += n;
+        } else {
+            (*dropped)++;
+        }
+        i += n;
+    }
+    int rc = ST_OK;
+    if (*dropped) {
+        buf[keep] = 0;
+        rc = write_file_atomic(path, buf);
+    }
+    free(buf);
+    return rc;
 }
 
 /* The tracer of a run: none when --trace is off and nothing is injected.
@@ -175,30 +310,173 @@ static int trace_trip(const st_args *a, run_trace *rt, const char *out, int rc) 
     return rc; /* the guard's message (first label, step) stays the error main prints */
 }
 
-static int train(const st_args *a, st_train_config *cfg) {
+/* Every tensor of f lies inside the file: a truncated checkpoint is found
+ * here, before anything is built. */
+static int check_whole(const st_safetensors *f) {
+    for (const cJSON *it = ((const cJSON *)f->json)->child; it; it = it->next) {
+        if (!it->string || strcmp(it->string, "__metadata__") == 0) continue;
+        st_dtype dt;
+        int nd;
+        int64_t sh[4];
+        const void *data;
+        size_t bytes;
+        ST_TRY(st_safetensors_find(f, it->string, &dt, &nd, sh, &data, &bytes));
+    }
+    return ST_OK;
+}
+
+/* "key a -> b" for each key of which the two configs (JSON) differ; keys:
+ * the model sizes (want_sizes: every key that is not a training parameter)
+ * or the data's. Returns how many. */
+static int config_changes(const cJSON *was, const cJSON *now, int want_sizes, char *buf, size_t size) {
+    static const char *const data_keys[] = {"data", "instruments", "bars", "market-seed"};
+    int n = 0;
+    buf[0] = 0;
+    for (const cJSON *it = now->child; it; it = it->next) {
+        int is_param = 0, is_data = 0;
+        for (int i = 0; i < st_train_param_count(); i++) is_param |= strcmp(it->string, st_train_param_flag(i)) == 0;
+        for (size_t i = 0; i < sizeof data_keys / sizeof data_keys[0]; i++)
+            is_data |= strcmp(it->string, data_keys[i]) == 0;
+        if (want_sizes ? is_param || strcmp(it->string, "preset") == 0 : !is_data) continue;
+        const cJSON *old = cJSON_GetObjectItemCaseSensitive(was, it->string);
+        char a[96], b[96];
+        if (cJSON_IsNumber(it)) snprintf(b, sizeof b, "%.17g", it->valuedouble);
+        else snprintf(b, sizeof b, "'%s'", cJSON_IsString(it) ? it->valuestring : "?");
+        if (cJSON_IsNumber(old)) snprintf(a, sizeof a, "%.17g", old->valuedouble);
+        else if (cJSON_IsString(old)) snprintf(a, sizeof a, "'%s'", old->valuestring);
+        else snprintf(a, sizeof a, "(none)");
+        if (strcmp(a, b) == 0) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, size - len, "%s%s %s -> %s", n ? ", " : "", it->string, a, b);
+        n++;
+    }
+    return n;
+}
+
+/* --resume keeps the checkpoint's model sizes and data: flags that change
+ * them are problems (the restore would fail later, or silently differ). */
+static void check_resume_flags(const char *resume, const char *ckpt_json, const st_train_config *cfg,
+                               st_problems *p) {
+    char *now_json = st_train_config_to_json(cfg);
+    cJSON *was = cJSON_Parse(ckpt_json), *now = now_json ? cJSON_Parse(now_json) : NULL;
+    free(now_json);
+    if (was && now) {
+        char list[600];
+        const cJSON *pw = cJSON_GetObjectItemCaseSensitive(was, "preset");
+        if (config_changes(was, now, 1, list, sizeof list) > 0)
+            ST_PROBLEM(p,
+                       "--resume %s: the flags change the checkpoint's model sizes (%s; its preset is %s): a resumed "
+                       "run keeps the sizes it was trained with",
+                       resume, list, cJSON_IsString(pw) ? pw->valuestring : "?");
+        if (config_changes(was, now, 0, list, sizeof list) > 0)
+            ST_PROBLEM(p, "--resume %s: the flags change the checkpoint's data (%s): a resumed run needs the data it "
+                          "was trained on", resume, list);
+    }
+    cJSON_Delete(was);
+    cJSON_Delete(now);
+}
+
+/* --out must be a folder we can write, or one we can create. */
+static void check_out(const char *out, st_problems *p) {
+    struct stat sb;
+    if (stat(out, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode)) ST_PROBLEM(p, "--out %s exists and is not a folder", out);
+        else if (access(out, W_OK | X_OK) != 0)
+            ST_PROBLEM(p, "--out %s: cannot write into it: %s", out, strerror(errno));
+        return;
+    }
+    char up[1200];
+    snprintf(up, sizeof up, "%s", out);
+    for (;;) {
+        char *slash = strrchr(up, '/');
+        if (!slash) snprintf(up, sizeof up, ".");
+        else if (slash == up) up[1] = 0;
+        else *slash = 0;
+        if (stat(up, &sb) == 0) {
+            if (!S_ISDIR(sb.st_mode)) ST_PROBLEM(p, "--out %s: %s is not a folder", out, up);
+            else if (access(up, W_OK | X_OK) != 0)
+                ST_PROBLEM(p, "--out %s: cannot create it in %s: %s", out, up, strerror(errno));
+            return;
+        }
+        if (!slash || slash == up) return;
+    }
+}
+
+/* Everything checkable before work starts, each problem into p; cfg gets
+ * the checkpoint's config (when resuming) and the flags. *ck is left open
+ * for the restore when there is no problem. */
+static void check_run(const st_args *a, st_train_config *cfg, int gpu, st_safetensors *ck, st_problems *p) {
+    const char *device = st_args_str(a, "device", NULL), *resume = st_args_str(a, "resume", NULL);
+    if (device && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
+        ST_PROBLEM(p, "--device %s: expected cpu or cuda", device);
+    if (gpu && st_args_has(a, "poison-padding"))
+        ST_PROBLEM(p, "--poison-padding is a debug mode of the cpu backend (the GPU's activations are contiguous): "
+                      "use --device cpu");
+    else if (gpu && st_cuda_devices() == 0)
+        ST_PROBLEM(p, "--device cuda: %s", st_cuda_describe());
+    st_trace_mode mode;
+    st_problems_take(p, st_trace_mode_parse(st_args_str(a, "trace", "off"), &mode));
+    char *ckpt_json = NULL;
+    if (resume) {
+        struct stat sb;
+        if (stat(resume, &sb) != 0) {
+            ST_PROBLEM(p, "--resume %s: %s", resume, strerror(errno));
+        } else if (st_problems_take(p, st_safetensors_open(resume, ck)) == ST_OK &&
+                   st_problems_take(p, check_whole(ck)) == ST_OK) {
+            st_train_config_free(cfg); /* st_checkpoint_config starts from fresh defaults */
+            if (st_problems_take(p, st_checkpoint_config(ck, cfg)) == ST_OK) {
+                ckpt_json = st_train_config_to_json(cfg);
+            } else { /* the flags are still checked, on the tiny preset */
+                st_train_config_free(cfg);
+                st_train_config_default(cfg, "tiny");
+            }
+        }
+        cfg->stop_after = 0; /* belongs to the invocation that wrote the checkpoint */
+    }
+    st_problems_take(p, st_run_apply_args(a, cfg));
+    if (ckpt_json) check_resume_flags(resume, ckpt_json, cfg, p);
+    free(ckpt_json);
+    int cfg_ok = st_problems_take(p, st_train_config_validate(cfg)) == ST_OK;
+    st_run_check_data(cfg, p);
+    check_out(st_args_str(a, "out", "runs/train"), p);
+    if (p->n == 0 && p->hidden == 0 && cfg_ok) st_run_check_memory(cfg, gpu, p);
+}
+
+static volatile sig_atomic_t stop_signal; /* the first SIGINT / SIGTERM, 0 while none */
+
+static void on_stop_signal(int sig) {
+    if (!stop_signal) stop_signal = sig;
+}
+
+static void catch_stop_signals(struct sigaction old[2]) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+static void release_stop_signals(const struct sigaction old[2]) {
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+static int train(const st_args *a, st_train_config *cfg, st_problems *problems) {
     const char *out = st_args_str(a, "out", "runs/train");
     const char *resume = st_args_str(a, "resume", NULL);
     /* poisoned padding is a debug mode of the CPU backend: it picks the CPU unless told otherwise */
     const char *device =
         st_args_str(a, "device", st_cuda_devices() > 0 && !st_args_has(a, "poison-padding") ? "cuda" : "cpu");
-    ST_REQUIRE(strcmp(device, "cpu") == 0 || strcmp(device, "cuda") == 0, ST_ERR_INPUT,
-               "--device %s: expected cpu or cuda", device);
-    int gpu = strcmp(device, "cuda") == 0;
-    ST_REQUIRE(!gpu || !st_args_has(a, "poison-padding"), ST_ERR_INPUT,
-               "--poison-padding is a debug mode of the cpu backend (the GPU's activations are contiguous): use "
-               "--device cpu");
-    ST_REQUIRE(!gpu || st_cuda_devices() > 0, ST_ERR_INPUT, "--device cuda: %s", st_cuda_describe());
+    int gpu = strcmp(device, "cuda") == 0, quiet = st_args_has(a, "quiet");
     st_safetensors ck = {0};
-    if (resume) {
-        ST_TRY(st_safetensors_open(resume, &ck));
-        int rc = st_checkpoint_config(&ck, cfg);
-        cfg->stop_after = 0; /* belongs to the invocation that wrote the checkpoint */
-        if (rc != ST_OK) {
-            st_safetensors_close(&ck);
-            return rc;
-        }
+    check_run(a, cfg, gpu, &ck, problems);
+    if (problems->n || problems->hidden) {
+        st_safetensors_close(&ck);
+        return st_problems_report(problems, "train");
     }
-    int rc = st_run_apply_args(a, cfg);
     st_market m = {0};
     st_trainer cpu_t = {0};
     st_cuda_trainer gpu_t;
@@ -208,8 +486,11 @@ static int train(const st_args *a, st_train_config *cfg) {
     st_trainer *t = gpu ? &gpu_t.host : &cpu_t;
     FILE *mf = NULL;
     st_tboard *tb = NULL;
-    if (rc == ST_OK) rc = st_train_config_validate(cfg);
-    if (rc == ST_OK) rc = st_run_market(cfg, &m, !st_args_has(a, "quiet"));
+    int rc = st_run_market(cfg, &m, !quiet);
+    if (rc == ST_OK) {
+        st_run_check_market(cfg, &m, problems);
+        if (problems->n) rc = st_problems_report(problems, "train");
+    }
     int pad = st_args_has(a, "poison-padding") ? ST_TRACE_POISON_PAD : 0;
     if (rc == ST_OK) rc = gpu ? st_cuda_trainer_init(&gpu_t, cfg, &m) : st_trainer_init_padded(t, cfg, &m, pad);
     if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, t);
@@ -223,27 +504,45 @@ static int train(const st_args *a, st_train_config *cfg) {
         rc = mkdir_p(path);
     }
     if (rc == ST_OK) {
+        int stale = remove_stale_temps(out);
+        stale += remove_stale_temps(path);
+        if (stale && !quiet) printf("removed %d temporary file(s) of a killed checkpoint write in %s\n", stale, out);
+    }
+    if (rc == ST_OK) {
         snprintf(path, sizeof path, "%s/config.json", out);
         char *json = st_train_config_to_json(cfg);
-        FILE *cf = fopen(path, "w");
-        if (cf) fprintf(cf, "%s\n", json), fclose(cf);
+        size_t n = json ? strlen(json) : 0;
+        char *text = json ? malloc(n + 2) : NULL;
+        if (text) memcpy(text, json, n), memcpy(text + n, "\n", 2);
+        rc = text ? write_file_atomic(path, text) : ST_FAIL(ST_ERR_MEMORY, "out of memory");
+        free(text);
         free(json);
+    }
+    if (rc == ST_OK) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", out);
-        mf = fopen(path, resume ? "a" : "w");
-        if (!mf) rc = ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        int dropped = 0;
+        if (resume) rc = trim_metrics(path, t->update, &dropped);
+        if (dropped && !quiet)
+            printf("metrics.jsonl: dropped %d line(s) past the checkpoint's update %ld (written before the run was "
+                   "stopped; redone now)\n", dropped, t->update);
+        mf = rc == ST_OK ? fopen(path, resume ? "a" : "w") : NULL;
+        if (rc == ST_OK && !mf) rc = ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     }
     if (rc == ST_OK) rc = st_tboard_open(out, &tb);
-    int quiet = st_args_has(a, "quiet");
     if (rc == ST_OK && !quiet)
         printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s, "
                "trace %s%s%s\n",
                cfg->preset, t->table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t->update, out,
                st_args_str(a, "trace", "off"), pad ? ", poisoned padding" : "", rt.on && rt.tr.inject.armed ? ", injection armed" : "");
     if (rc == ST_OK && !quiet && gpu) printf("device: %s\n", st_cuda_describe());
+    fflush(stdout);
     long first = t->update, todo = cfg->updates - t->update;
     if (cfg->stop_after > 0 && cfg->stop_after < todo) todo = cfg->stop_after;
     double elapsed = 0;
-    for (long i = 0; rc == ST_OK && i < todo; i++) {
+    long saved = -1; /* the update of the last checkpoint written */
+    struct sigaction old_handlers[2];
+    catch_stop_signals(old_handlers);
+    for (long i = 0; rc == ST_OK && i < todo && !stop_signal; i++) {
         st_update_stats s;
         rc = gpu ? st_cuda_trainer_update(&gpu_t, &s) : rt.on ? st_trace_guard_update(&rt.g, &s) : st_trainer_update(t, &s);
         if (rc == ST_ERR_NUMERIC && rt.on && rt.tr.tripped) {
@@ -258,14 +557,34 @@ static int train(const st_args *a, st_train_config *cfg) {
         tensorboard(tb, &s, cfg);
         if (!quiet) progress_line(&s, cfg, st_trace_status(rt.on ? &rt.tr : NULL));
         if (!quiet) progress_bar(t->update - first, todo, elapsed);
-        if (cfg->checkpoint_every > 0 && t->update % cfg->checkpoint_every == 0 && i + 1 < todo) {
+        /* after a stop signal the checkpoint below is the one */
+        if (!stop_signal && cfg->checkpoint_every > 0 && t->update % cfg->checkpoint_every == 0 && i + 1 < todo) {
             if (gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
             if (rc == ST_OK) rc = save(t, out, 1);
+            if (rc == ST_OK) saved = t->update;
         }
     }
-    if (rc == ST_OK && gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
-    if (rc == ST_OK) rc = save(t, out, 1);
-    if (rc == ST_OK && !quiet) printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t->update);
+    if (rc == ST_OK && stop_signal && !quiet) {
+        printf("stopping on %s after update %ld%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM", t->update,
+               saved == t->update ? " (its checkpoint is written)" : ": writing the checkpoint");
+        fflush(stdout);
+    }
+    if (rc == ST_OK && saved != t->update && gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
+    if (rc == ST_OK && saved != t->update) rc = save(t, out, 1);
+    release_stop_signals(old_handlers); /* a signal during the write above only set the flag */
+    if (rc == ST_OK && stop_signal) {
+        const char *name = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+        if (!quiet && isatty(fileno(stderr))) fputc('\n', stderr); /* after the progress bar */
+        fprintf(stderr,
+                "ssmtrade train: interrupted by %s after update %ld: checkpoint %s/last.safetensors (resume with "
+                "--resume %s/last.safetensors)\n",
+                name, t->update, out, out);
+        fflush(stderr);
+        st_clear_error();
+        rc = 128 + (stop_signal == SIGINT ? SIGINT : SIGTERM);
+    } else if (rc == ST_OK && !quiet) {
+        printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t->update);
+    }
     trace_free(&rt);
     if (mf) fclose(mf);
     if (tb) st_tboard_close(tb);
@@ -276,7 +595,9 @@ static int train(const st_args *a, st_train_config *cfg) {
 }
 
 int st_cmd_train(int argc, char **argv) {
-    return st_run_train_command(argc, argv, "train",
-                                "Trains the agent with PPO. Without --data it uses the built-in synthetic market.",
-                                extra_flags, N_EXTRA, train);
+    return st_run_train_command_checked(argc, argv, "train",
+                                        "Trains the agent with PPO. Without --data it uses the built-in synthetic "
+                                        "market. SIGINT or SIGTERM: the current update ends, the checkpoint is "
+                                        "written, exit status 130 / 143.",
+                                        extra_flags, N_EXTRA, train);
 }

@@ -1,6 +1,12 @@
-/* config.c: presets and validation of the model sizes. */
+/* config.c: presets and validation of the model sizes.
+ *
+ * st_dims_validate reports every problem of a set of sizes, not just the
+ * first: its message is one line per problem, each naming the flag of the
+ * size (cli/args.h) and the rule it breaks. */
 #include "core/config.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -20,18 +26,62 @@ int st_dims_preset(const char *name, st_dims *d) {
     return ST_OK;
 }
 
+/* Problems joined by newlines; what does not fit is counted, then said. */
+typedef struct {
+    char text[900];
+    size_t len;
+    int n, hidden;
+} problems;
+
+static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(problems *p, const char *fmt, ...) {
+    char line[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t need = strlen(line) + (p->n ? 1 : 0);
+    if (p->len + need + 40 >= sizeof p->text) {
+        p->hidden++;
+        return;
+    }
+    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->n ? "\n" : "", line);
+    p->n++;
+}
+
 int st_dims_validate(const st_dims *d) {
-    const struct { const char *name; int v; } pos[] = {
-        {"B", d->B}, {"K", d->K}, {"F", d->F}, {"C", d->C}, {"Dv", d->Dv}, {"D", d->D},
-        {"L", d->L}, {"expand", d->expand}, {"headdim", d->headdim}, {"N", d->N},
-        {"G", d->G}, {"W", d->W}, {"Q", d->Q}, {"Hh", d->Hh}, {"A", d->A}, {"T", d->T},
+    problems p = {.len = 0};
+    const struct {
+        const char *flag, *name;
+        int v;
+    } pos[] = {
+        {"batch", "B", d->B},           {"window", "K", d->K},       {"features", "F", d->F},
+        {"context", "C", d->C},         {"vsn-hidden", "Dv", d->Dv}, {"d-model", "D", d->D},
+        {"layers", "L", d->L},          {"expand", "expand", d->expand}, {"headdim", "P", d->headdim},
+        {"d-state", "N", d->N},         {"groups", "G", d->G},       {"conv-width", "W", d->W},
+        {"chunk", "Q", d->Q},           {"head-hidden", "Hh", d->Hh}, {"rollout", "T", d->T},
     };
-    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
-        ST_REQUIRE(pos[i].v > 0, ST_ERR_INPUT, "size %s must be positive, got %d", pos[i].name, pos[i].v);
-    ST_REQUIRE(st_d_inner(d) % d->headdim == 0, ST_ERR_INPUT,
-               "d_inner = expand*D = %d must be a multiple of headdim %d", st_d_inner(d), d->headdim);
-    ST_REQUIRE(st_heads(d) % d->G == 0, ST_ERR_INPUT,
-               "heads H = %d must be a multiple of the groups G = %d", st_heads(d), d->G);
-    ST_REQUIRE(d->A == 3, ST_ERR_INPUT, "A must be 3 (short, flat, long), got %d", d->A);
-    return ST_OK;
+    int all_positive = 1;
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
+        if (pos[i].v > 0) continue;
+        all_positive = 0;
+        problem(&p, "--%s %d: the size %s must be positive", pos[i].flag, pos[i].v, pos[i].name);
+    }
+    if (all_positive) {
+        long di = (long)d->expand * d->D;
+        if (di > (1 << 24)) {
+            problem(&p, "d_inner = --expand %d x --d-model %d = %ld is too large (at most %d)", d->expand, d->D, di,
+                    1 << 24);
+        } else if (st_d_inner(d) % d->headdim != 0) {
+            problem(&p, "d_inner = expand*D = %d must be a multiple of --headdim %d", st_d_inner(d), d->headdim);
+        } else if (st_heads(d) % d->G != 0) {
+            problem(&p, "heads H = d_inner/headdim = %d/%d = %d must be a multiple of --groups %d", st_d_inner(d),
+                    d->headdim, st_heads(d), d->G);
+        }
+        if (d->K < d->W)
+            problem(&p, "--window %d is smaller than the causal conv width %d (--conv-width)", d->K, d->W);
+    }
+    if (d->A != 3) problem(&p, "A must be 3 (short, flat, long), got %d", d->A);
+    if (p.hidden) snprintf(p.text + p.len, sizeof p.text - p.len, "\n(and %d more problems)", p.hidden);
+    return p.n ? ST_FAIL(ST_ERR_INPUT, "%s", p.text) : ST_OK;
 }

@@ -1,9 +1,17 @@
 /* train_config.c: defaults, setting by flag name, validation and JSON of
- * the training configuration (train_config.h). */
+ * the training configuration (train_config.h).
+ *
+ * st_train_config_validate reports every problem, not just the first: its
+ * message is one line per problem (the model sizes' from st_dims_validate
+ * first), each naming the flag and the rule, so that a command can print
+ * them all before any work starts. */
 #include "train/train_config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +81,10 @@ static int parse_ll(const char *flag, const char *v, long long *out) {
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    ST_REQUIRE(end != v && *end == 0 && errno == 0 && d == (double)(long long)d, ST_ERR_INPUT,
-               "--%s: '%s' is not a whole number", flag, v);
+    /* The range first: converting a double outside long long (or NaN) is undefined (found by fuzz/fuzz_config.c). */
+    ST_REQUIRE(end != v && *end == 0 && errno == 0 && d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
+                   d == (double)(long long)d,
+               ST_ERR_INPUT, "--%s: '%s' is not a whole number", flag, v);
     *out = (long long)d;
     return ST_OK;
 }
@@ -101,6 +111,7 @@ int st_train_config_set(st_train_config *c, const char *flag, const char *value)
             double d = strtod(value, &end);
             ST_REQUIRE(end != value && *end == 0 && errno == 0, ST_ERR_INPUT, "--%s: '%s' is not a number", flag,
                        value);
+            ST_REQUIRE(isfinite(d), ST_ERR_INPUT, "--%s: '%s' is not a finite number", flag, value);
             *(double *)dst = d;
             return ST_OK;
         }
@@ -120,7 +131,8 @@ int st_train_config_set(st_train_config *c, const char *flag, const char *value)
         if (strcmp(dims_flags[i].flag, flag) != 0) continue;
         long long ll;
         ST_TRY(parse_ll(flag, value, &ll));
-        ST_REQUIRE(ll > 0 && ll < 1 << 24, ST_ERR_INPUT, "--%s: %lld is out of range", flag, ll);
+        ST_REQUIRE(ll > 0 && ll < 1 << 24, ST_ERR_INPUT, "--%s %lld: a size must be a whole number from 1 to %d",
+                   flag, ll, (1 << 24) - 1);
         *(int *)((char *)&c->dims + dims_flags[i].off) = (int)ll;
         return ST_OK;
     }
@@ -173,29 +185,111 @@ char *st_train_config_to_json(const st_train_config *c) {
     return s;
 }
 
+/* Problems joined by newlines; what does not fit in one error message is
+ * counted, then said. */
+typedef struct {
+    char text[940];
+    size_t len;
+    int n, hidden;
+} problems;
+
+static void add_line(problems *p, const char *line) {
+    size_t need = strlen(line) + (p->n ? 1 : 0);
+    if (p->len + need + 40 >= sizeof p->text) {
+        p->hidden++;
+        return;
+    }
+    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->n ? "\n" : "", line);
+    p->n++;
+}
+
+static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(problems *p, const char *fmt, ...) {
+    char line[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    add_line(p, line);
+}
+
+/* The lines of the last error message, its leading "src/file.c:LINE: " dropped. */
+static void add_error_lines(problems *p) {
+    const char *m = st_last_error(), *c = strstr(m, ": ");
+    if (c && c[-1] >= '0' && c[-1] <= '9' && !memchr(m, ' ', (size_t)(c - m))) m = c + 2;
+    while (*m) {
+        const char *e = strchr(m, '\n');
+        size_t n = e ? (size_t)(e - m) : strlen(m);
+        char line[300];
+        snprintf(line, sizeof line, "%.*s", (int)n, m);
+        add_line(p, line);
+        m += n + (e ? 1 : 0);
+    }
+}
+
+static int in_range(double x, double lo, double hi) { return x >= lo && x <= hi; } /* false for NaN */
+
 int st_train_config_validate(const st_train_config *c) {
     const st_dims *d = &c->dims;
-    ST_TRY(st_dims_validate(d));
-    long n = (long)d->T * d->B;
-    ST_REQUIRE(c->updates > 0, ST_ERR_INPUT, "--updates must be positive, got %d", c->updates);
-    ST_REQUIRE(c->stop_after >= 0, ST_ERR_INPUT, "--stop-after must be >= 0");
-    ST_REQUIRE(c->epochs > 0 && c->minibatches > 0, ST_ERR_INPUT, "--epochs and --minibatches must be positive");
-    ST_REQUIRE(n % c->minibatches == 0, ST_ERR_INPUT,
-               "rollout T*B = %d*%d = %ld samples do not split into %d equal minibatches", d->T, d->B, n,
-               c->minibatches);
-    ST_REQUIRE(c->lr > 0 && c->lr < 1, ST_ERR_INPUT, "--lr %g is outside (0, 1)", c->lr);
-    ST_REQUIRE(c->precision && (strcmp(c->precision, "fp32") == 0 || strcmp(c->precision, "bf16") == 0),
-               ST_ERR_INPUT, "--precision %s: expected fp32 or bf16", c->precision ? c->precision : "(none)");
-    ST_REQUIRE(c->gamma > 0 && c->gamma <= 1 && c->gae_lambda >= 0 && c->gae_lambda <= 1, ST_ERR_INPUT,
-               "--gamma must be in (0, 1] and --gae-lambda in [0, 1]");
-    ST_REQUIRE(c->clip > 0, ST_ERR_INPUT, "--clip must be positive");
-    ST_REQUIRE(c->max_grad_norm > 0, ST_ERR_INPUT, "--max-grad-norm must be positive");
-    ST_REQUIRE(c->episode_length >= 2, ST_ERR_INPUT, "--episode-length must be at least 2");
-    ST_REQUIRE(c->k_stop > 0, ST_ERR_INPUT, "--k-stop must be positive");
-    ST_REQUIRE(c->slippage_bps >= 0 && c->commission_bps >= 0, ST_ERR_INPUT, "costs must be >= 0");
-    ST_REQUIRE(d->F == 40 && d->C == 16, ST_ERR_INPUT,
-               "training needs F = 40 snapshot and C = 16 context features (got F=%d, C=%d)", d->F, d->C);
+    problems p = {.len = 0};
+    int dims_ok = st_dims_validate(d) == ST_OK;
+    if (!dims_ok) add_error_lines(&p);
+    if (d->F != 40 || d->C != 16)
+        problem(&p, "training needs F = 40 snapshot and C = 16 context features (--features %d, --context %d)", d->F,
+                d->C);
+    if (c->updates <= 0) problem(&p, "--updates %d must be positive", c->updates);
+    if (c->stop_after < 0) problem(&p, "--stop-after %d must be >= 0 (0: run to the end)", c->stop_after);
+    if (c->epochs <= 0) problem(&p, "--epochs %d must be positive", c->epochs);
+    if (c->minibatches <= 0) problem(&p, "--minibatches %d must be positive", c->minibatches);
+    long long n = (long long)d->T * d->B;
+    if (dims_ok && n > INT_MAX) {
+        problem(&p, "--rollout %d x --batch %d = %lld samples per update is more than %d", d->T, d->B, n, INT_MAX);
+    } else if (dims_ok && c->minibatches > 0) {
+        if (n % c->minibatches != 0) {
+            problem(&p, "rollout T*B = %d*%d = %lld samples do not split into %d equal minibatches (--minibatches)",
+                    d->T, d->B, n, c->minibatches);
+        } else {
+            /* The model counts its rows (windows x K) in an int. */
+            long long mw = d->B > n / c->minibatches ? d->B : n / c->minibatches, rows = mw * d->K;
+            if (rows > INT_MAX)
+                problem(&p,
+                        "the model would see %lld rows at once (max(B, T*B/M) = %lld windows x K = %d), more than "
+                        "2^31 - 1: lower --batch or --window, or raise --minibatches",
+                        rows, mw, d->K);
+        }
+    }
+    if (!(c->lr > 0 && c->lr < 1)) problem(&p, "--lr %g is outside (0, 1)", c->lr);
+    if (!in_range(c->lr_min_frac, 0, 1)) problem(&p, "--lr-min-frac %g is outside [0, 1]", c->lr_min_frac);
+    if (c->warmup < 0) problem(&p, "--warmup %d must be >= 0", c->warmup);
     st_sched_kind k;
-    ST_TRY(st_sched_parse(c->schedule, &k));
-    return ST_OK;
+    if (!c->schedule || st_sched_parse(c->schedule, &k) != ST_OK)
+        problem(&p, "--schedule %s: expected cosine, linear or constant", c->schedule ? c->schedule : "(none)");
+    if (!(c->beta1 >= 0 && c->beta1 < 1)) problem(&p, "--adam-beta1 %g is outside [0, 1)", c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1)) problem(&p, "--adam-beta2 %g is outside [0, 1)", c->beta2);
+    if (!(c->adam_eps > 0)) problem(&p, "--adam-eps %g must be positive", c->adam_eps);
+    if (!(c->weight_decay >= 0)) problem(&p, "--weight-decay %g must be >= 0", c->weight_decay);
+    if (!(c->max_grad_norm > 0)) problem(&p, "--max-grad-norm %g must be positive", c->max_grad_norm);
+    if (!(c->gamma > 0 && c->gamma <= 1)) problem(&p, "--gamma %g is outside (0, 1]", c->gamma);
+    if (!in_range(c->gae_lambda, 0, 1)) problem(&p, "--gae-lambda %g is outside [0, 1]", c->gae_lambda);
+    if (!(c->clip > 0)) problem(&p, "--clip %g must be positive", c->clip);
+    if (!(c->value_clip >= 0)) problem(&p, "--value-clip %g must be >= 0 (0: off)", c->value_clip);
+    if (!(c->vf_coef >= 0)) problem(&p, "--vf-coef %g must be >= 0", c->vf_coef);
+    if (!(c->ent_coef >= 0)) problem(&p, "--ent-coef %g must be >= 0", c->ent_coef);
+    if (c->episode_length < 2) problem(&p, "--episode-length %d must be at least 2", c->episode_length);
+    if (!(c->k_stop > 0)) problem(&p, "--k-stop %g must be positive", c->k_stop);
+    if (!(c->slippage_bps >= 0)) problem(&p, "--slippage-bps %g must be >= 0", c->slippage_bps);
+    if (!(c->commission_bps >= 0)) problem(&p, "--commission-bps %g must be >= 0", c->commission_bps);
+    if (!(c->risk_fraction > 0 && c->risk_fraction < 1))
+        problem(&p, "--risk-fraction %g is outside (0, 1)", c->risk_fraction);
+    if (!c->precision || (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0))
+        problem(&p, "--precision %s: expected fp32 or bf16", c->precision ? c->precision : "(none)");
+    if (c->checkpoint_every < 0)
+        problem(&p, "--checkpoint-every %d must be >= 0 (0: only at the end)", c->checkpoint_every);
+    if (!c->data || !c->data[0]) { /* the synthetic market */
+        if (c->instruments < 1 || c->instruments > 1 << 16)
+            problem(&p, "--instruments %d is outside 1 .. %d", c->instruments, 1 << 16);
+        if (c->bars < 1) problem(&p, "--bars %d must be positive", c->bars);
+    }
+    if (p.hidden) snprintf(p.text + p.len, sizeof p.text - p.len, "\n(and %d more problems)", p.hidden);
+    return p.n ? ST_FAIL(ST_ERR_INPUT, "%s", p.text) : ST_OK;
 }

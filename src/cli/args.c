@@ -12,35 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
-
-/* Problems joined by newlines; what does not fit in one error message is
- * counted, then said. */
-typedef struct {
-    char text[940];
-    size_t len;
-    int n, hidden;
-} problems;
-
-static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(problems *p, const char *fmt, ...) {
-    char line[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    size_t need = strlen(line) + (p->n ? 1 : 0);
-    if (p->len + need + 40 >= sizeof p->text) {
-        p->hidden++;
-        return;
-    }
-    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->n ? "\n" : "", line);
-    p->n++;
-}
-
-static int problems_status(problems *p) {
-    if (p->hidden) snprintf(p->text + p->len, sizeof p->text - p->len, "\n(and %d more problems)", p->hidden);
-    return p->n ? ST_FAIL(ST_ERR_INPUT, "%s", p->text) : ST_OK;
-}
+#include "core/problems.h"
 
 static const st_flag *find_spec(const st_flag *spec, int n, const char *name, size_t len) {
     for (int i = 0; i < n; i++)
@@ -63,10 +35,10 @@ static int set(st_args *a, const char *name, const char *value) {
 
 /* Adds the keys of a JSON config file that the command line did not set;
  * every unusable key is a problem. */
-static void load_config(const char *path, const st_flag *spec, int n_spec, st_args *a, problems *p) {
+static void load_config(const char *path, const st_flag *spec, int n_spec, st_args *a, st_problem_list *p) {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        problem(p, "--config %s: cannot open: %s", path, strerror(errno));
+        st_problem_add(p, "--config %s: cannot open: %s", path, strerror(errno));
         return;
     }
     fseek(f, 0, SEEK_END);
@@ -77,7 +49,7 @@ static void load_config(const char *path, const st_flag *spec, int n_spec, st_ar
     fclose(f);
     if (!buf || got != (size_t)sz) {
         free(buf);
-        problem(p, "--config %s: cannot read the file", path);
+        st_problem_add(p, "--config %s: cannot read the file", path);
         return;
     }
     buf[sz] = 0;
@@ -92,10 +64,10 @@ static void load_config(const char *path, const st_flag *spec, int n_spec, st_ar
             for (long i = from; i < off; i++)
                 near[k++] = buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t' ? ' ' : buf[i];
             near[k] = 0;
-            problem(p, "--config %s: not valid JSON (it stops at byte %ld, after '%s%s')", path, off,
+            st_problem_add(p, "--config %s: not valid JSON (it stops at byte %ld, after '%s%s')", path, off,
                     from > 0 ? "..." : "", near);
         } else {
-            problem(p, "--config %s: not valid JSON", path);
+            st_problem_add(p, "--config %s: not valid JSON", path);
         }
         free(buf);
         return;
@@ -103,13 +75,13 @@ static void load_config(const char *path, const st_flag *spec, int n_spec, st_ar
     free(buf);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        problem(p, "--config %s: not a JSON object (expected {\"flag-name\": value, ...})", path);
+        st_problem_add(p, "--config %s: not a JSON object (expected {\"flag-name\": value, ...})", path);
         return;
     }
     for (cJSON *it = root->child; it; it = it->next) {
         const st_flag *s = find_spec(spec, n_spec, it->string, strlen(it->string));
         if (!s || strcmp(it->string, "config") == 0) {
-            problem(p, "--config %s: unknown key '%s' (keys are the command's flag names)", path, it->string);
+            st_problem_add(p, "--config %s: unknown key '%s' (keys are the command's flag names)", path, it->string);
             continue;
         }
         if (st_args_has(a, s->name)) continue; /* the command line wins */
@@ -122,16 +94,16 @@ static void load_config(const char *path, const st_flag *spec, int n_spec, st_ar
             snprintf(num, sizeof num, "%.17g", it->valuedouble);
             rc = set(a, s->name, num);
         } else {
-            problem(p, "--config %s: key '%s' must be a string, number or boolean", path, it->string);
+            st_problem_add(p, "--config %s: key '%s' must be a string, number or boolean", path, it->string);
         }
-        if (rc != ST_OK) problem(p, "--config %s: key '%s': too many flags", path, it->string);
+        if (rc != ST_OK) st_problem_add(p, "--config %s: key '%s': too many flags", path, it->string);
     }
     cJSON_Delete(root);
 }
 
 int st_args_parse(int argc, char **argv, const st_flag *spec, int n_spec, st_args *a) {
     memset(a, 0, sizeof *a);
-    problems p = {.len = 0};
+    st_problem_list p = {.len = 0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -139,14 +111,14 @@ int st_args_parse(int argc, char **argv, const st_flag *spec, int n_spec, st_arg
             continue;
         }
         if (strncmp(arg, "--", 2) != 0) {
-            problem(&p, "unexpected argument '%s' (flags look like --name value)", arg);
+            st_problem_add(&p, "unexpected argument '%s' (flags look like --name value)", arg);
             continue;
         }
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const st_flag *s = find_spec(spec, n_spec, name, len);
         if (!s) {
-            problem(&p, "unknown flag '%.*s' (see %s --help)", (int)len + 2, arg, argv[0]);
+            st_problem_add(&p, "unknown flag '%.*s' (see %s --help)", (int)len + 2, arg, argv[0]);
             /* its value, if it has one, is not a second problem */
             if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) i++;
             continue;
@@ -154,7 +126,7 @@ int st_args_parse(int argc, char **argv, const st_flag *spec, int n_spec, st_arg
         const char *value;
         if (!s->value) {
             if (eq) {
-                problem(&p, "flag --%s takes no value", s->name);
+                st_problem_add(&p, "flag --%s takes no value", s->name);
                 continue;
             }
             value = "1";
@@ -163,14 +135,14 @@ int st_args_parse(int argc, char **argv, const st_flag *spec, int n_spec, st_arg
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            problem(&p, "flag --%s needs a value (%s)", s->name, s->value);
+            st_problem_add(&p, "flag --%s needs a value (%s)", s->name, s->value);
             continue;
         }
-        if (set(a, s->name, value) != ST_OK) problem(&p, "too many flags (at most %d)", ST_ARGS_MAX);
+        if (set(a, s->name, value) != ST_OK) st_problem_add(&p, "too many flags (at most %d)", ST_ARGS_MAX);
     }
     const char *cfg = st_args_str(a, "config", NULL);
     if (cfg) load_config(cfg, spec, n_spec, a, &p);
-    return problems_status(&p);
+    return st_problem_status(&p);
 }
 
 void st_args_free(st_args *a) {

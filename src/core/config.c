@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/problems.h"
 
 int st_dims_preset(const char *name, st_dims *d) {
     /*                      B     K   F   C   Dv  D    L  ex hd  N   G  W  Q   Hh   A  T */
@@ -26,31 +27,8 @@ int st_dims_preset(const char *name, st_dims *d) {
     return ST_OK;
 }
 
-/* Problems joined by newlines; what does not fit is counted, then said. */
-typedef struct {
-    char text[900];
-    size_t len;
-    int n, hidden;
-} problems;
-
-static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(problems *p, const char *fmt, ...) {
-    char line[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    size_t need = strlen(line) + (p->n ? 1 : 0);
-    if (p->len + need + 40 >= sizeof p->text) {
-        p->hidden++;
-        return;
-    }
-    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->n ? "\n" : "", line);
-    p->n++;
-}
-
 int st_dims_validate(const st_dims *d) {
-    problems p = {.len = 0};
+    st_problem_list p = {.len = 0};
     const struct {
         const char *flag, *name;
         int v;
@@ -65,23 +43,22 @@ int st_dims_validate(const st_dims *d) {
     for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++) {
         if (pos[i].v > 0) continue;
         all_positive = 0;
-        problem(&p, "--%s %d: the size %s must be positive", pos[i].flag, pos[i].v, pos[i].name);
+        st_problem_add(&p, "--%s %d: the size %s must be positive", pos[i].flag, pos[i].v, pos[i].name);
     }
     if (all_positive) {
         long di = (long)d->expand * d->D;
         if (di > (1 << 24)) {
-            problem(&p, "d_inner = --expand %d x --d-model %d = %ld is too large (at most %d)", d->expand, d->D, di,
+            st_problem_add(&p, "d_inner = --expand %d x --d-model %d = %ld is too large (at most %d)", d->expand, d->D, di,
                     1 << 24);
         } else if (st_d_inner(d) % d->headdim != 0) {
-            problem(&p, "d_inner = expand*D = %d must be a multiple of --headdim %d", st_d_inner(d), d->headdim);
+            st_problem_add(&p, "d_inner = expand*D = %d must be a multiple of --headdim %d", st_d_inner(d), d->headdim);
         } else if (st_heads(d) % d->G != 0) {
-            problem(&p, "heads H = d_inner/headdim = %d/%d = %d must be a multiple of --groups %d", st_d_inner(d),
+            st_problem_add(&p, "heads H = d_inner/headdim = %d/%d = %d must be a multiple of --groups %d", st_d_inner(d),
                     d->headdim, st_heads(d), d->G);
         }
         if (d->K < d->W)
-            problem(&p, "--window %d is smaller than the causal conv width %d (--conv-width)", d->K, d->W);
+            st_problem_add(&p, "--window %d is smaller than the causal conv width %d (--conv-width)", d->K, d->W);
     }
-    if (d->A != 3) problem(&p, "A must be 3 (short, flat, long), got %d", d->A);
-    if (p.hidden) snprintf(p.text + p.len, sizeof p.text - p.len, "\n(and %d more problems)", p.hidden);
-    return p.n ? ST_FAIL(ST_ERR_INPUT, "%s", p.text) : ST_OK;
+    if (d->A != 3) st_problem_add(&p, "A must be 3 (short, flat, long), got %d", d->A);
+    return st_problem_status(&p);
 }

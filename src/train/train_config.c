@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/problems.h"
 #include "train/schedule.h"
 
 typedef struct {
@@ -185,111 +186,68 @@ char *st_train_config_to_json(const st_train_config *c) {
     return s;
 }
 
-/* Problems joined by newlines; what does not fit in one error message is
- * counted, then said. */
-typedef struct {
-    char text[940];
-    size_t len;
-    int n, hidden;
-} problems;
-
-static void add_line(problems *p, const char *line) {
-    size_t need = strlen(line) + (p->n ? 1 : 0);
-    if (p->len + need + 40 >= sizeof p->text) {
-        p->hidden++;
-        return;
-    }
-    p->len += (size_t)snprintf(p->text + p->len, sizeof p->text - p->len, "%s%s", p->n ? "\n" : "", line);
-    p->n++;
-}
-
-static void problem(problems *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(problems *p, const char *fmt, ...) {
-    char line[300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    add_line(p, line);
-}
-
-/* The lines of the last error message, its leading "src/file.c:LINE: " dropped. */
-static void add_error_lines(problems *p) {
-    const char *m = st_last_error(), *c = strstr(m, ": ");
-    if (c && c[-1] >= '0' && c[-1] <= '9' && !memchr(m, ' ', (size_t)(c - m))) m = c + 2;
-    while (*m) {
-        const char *e = strchr(m, '\n');
-        size_t n = e ? (size_t)(e - m) : strlen(m);
-        char line[300];
-        snprintf(line, sizeof line, "%.*s", (int)n, m);
-        add_line(p, line);
-        m += n + (e ? 1 : 0);
-    }
-}
-
 static int in_range(double x, double lo, double hi) { return x >= lo && x <= hi; } /* false for NaN */
 
 int st_train_config_validate(const st_train_config *c) {
     const st_dims *d = &c->dims;
-    problems p = {.len = 0};
+    st_problem_list p = {.len = 0};
     int dims_ok = st_dims_validate(d) == ST_OK;
-    if (!dims_ok) add_error_lines(&p);
+    if (!dims_ok) st_problem_add_last_error(&p);
     if (d->F != 40 || d->C != 16)
-        problem(&p, "training needs F = 40 snapshot and C = 16 context features (--features %d, --context %d)", d->F,
+        st_problem_add(&p, "training needs F = 40 snapshot and C = 16 context features (--features %d, --context %d)", d->F,
                 d->C);
-    if (c->updates <= 0) problem(&p, "--updates %d must be positive", c->updates);
-    if (c->stop_after < 0) problem(&p, "--stop-after %d must be >= 0 (0: run to the end)", c->stop_after);
-    if (c->epochs <= 0) problem(&p, "--epochs %d must be positive", c->epochs);
-    if (c->minibatches <= 0) problem(&p, "--minibatches %d must be positive", c->minibatches);
+    if (c->updates <= 0) st_problem_add(&p, "--updates %d must be positive", c->updates);
+    if (c->stop_after < 0) st_problem_add(&p, "--stop-after %d must be >= 0 (0: run to the end)", c->stop_after);
+    if (c->epochs <= 0) st_problem_add(&p, "--epochs %d must be positive", c->epochs);
+    if (c->minibatches <= 0) st_problem_add(&p, "--minibatches %d must be positive", c->minibatches);
     long long n = (long long)d->T * d->B;
     if (dims_ok && n > INT_MAX) {
-        problem(&p, "--rollout %d x --batch %d = %lld samples per update is more than %d", d->T, d->B, n, INT_MAX);
+        st_problem_add(&p, "--rollout %d x --batch %d = %lld samples per update is more than %d", d->T, d->B, n, INT_MAX);
     } else if (dims_ok && c->minibatches > 0) {
         if (n % c->minibatches != 0) {
-            problem(&p, "rollout T*B = %d*%d = %lld samples do not split into %d equal minibatches (--minibatches)",
+            st_problem_add(&p, "rollout T*B = %d*%d = %lld samples do not split into %d equal minibatches (--minibatches)",
                     d->T, d->B, n, c->minibatches);
         } else {
             /* The model counts its rows (windows x K) in an int. */
             long long mw = d->B > n / c->minibatches ? d->B : n / c->minibatches, rows = mw * d->K;
             if (rows > INT_MAX)
-                problem(&p,
+                st_problem_add(&p,
                         "the model would see %lld rows at once (max(B, T*B/M) = %lld windows x K = %d), more than "
                         "2^31 - 1: lower --batch or --window, or raise --minibatches",
                         rows, mw, d->K);
         }
     }
-    if (!(c->lr > 0 && c->lr < 1)) problem(&p, "--lr %g is outside (0, 1)", c->lr);
-    if (!in_range(c->lr_min_frac, 0, 1)) problem(&p, "--lr-min-frac %g is outside [0, 1]", c->lr_min_frac);
-    if (c->warmup < 0) problem(&p, "--warmup %d must be >= 0", c->warmup);
+    if (!(c->lr > 0 && c->lr < 1)) st_problem_add(&p, "--lr %g is outside (0, 1)", c->lr);
+    if (!in_range(c->lr_min_frac, 0, 1)) st_problem_add(&p, "--lr-min-frac %g is outside [0, 1]", c->lr_min_frac);
+    if (c->warmup < 0) st_problem_add(&p, "--warmup %d must be >= 0", c->warmup);
     st_sched_kind k;
     if (!c->schedule || st_sched_parse(c->schedule, &k) != ST_OK)
-        problem(&p, "--schedule %s: expected cosine, linear or constant", c->schedule ? c->schedule : "(none)");
-    if (!(c->beta1 >= 0 && c->beta1 < 1)) problem(&p, "--adam-beta1 %g is outside [0, 1)", c->beta1);
-    if (!(c->beta2 >= 0 && c->beta2 < 1)) problem(&p, "--adam-beta2 %g is outside [0, 1)", c->beta2);
-    if (!(c->adam_eps > 0)) problem(&p, "--adam-eps %g must be positive", c->adam_eps);
-    if (!(c->weight_decay >= 0)) problem(&p, "--weight-decay %g must be >= 0", c->weight_decay);
-    if (!(c->max_grad_norm > 0)) problem(&p, "--max-grad-norm %g must be positive", c->max_grad_norm);
-    if (!(c->gamma > 0 && c->gamma <= 1)) problem(&p, "--gamma %g is outside (0, 1]", c->gamma);
-    if (!in_range(c->gae_lambda, 0, 1)) problem(&p, "--gae-lambda %g is outside [0, 1]", c->gae_lambda);
-    if (!(c->clip > 0)) problem(&p, "--clip %g must be positive", c->clip);
-    if (!(c->value_clip >= 0)) problem(&p, "--value-clip %g must be >= 0 (0: off)", c->value_clip);
-    if (!(c->vf_coef >= 0)) problem(&p, "--vf-coef %g must be >= 0", c->vf_coef);
-    if (!(c->ent_coef >= 0)) problem(&p, "--ent-coef %g must be >= 0", c->ent_coef);
-    if (c->episode_length < 2) problem(&p, "--episode-length %d must be at least 2", c->episode_length);
-    if (!(c->k_stop > 0)) problem(&p, "--k-stop %g must be positive", c->k_stop);
-    if (!(c->slippage_bps >= 0)) problem(&p, "--slippage-bps %g must be >= 0", c->slippage_bps);
-    if (!(c->commission_bps >= 0)) problem(&p, "--commission-bps %g must be >= 0", c->commission_bps);
+        st_problem_add(&p, "--schedule %s: expected cosine, linear or constant", c->schedule ? c->schedule : "(none)");
+    if (!(c->beta1 >= 0 && c->beta1 < 1)) st_problem_add(&p, "--adam-beta1 %g is outside [0, 1)", c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1)) st_problem_add(&p, "--adam-beta2 %g is outside [0, 1)", c->beta2);
+    if (!(c->adam_eps > 0)) st_problem_add(&p, "--adam-eps %g must be positive", c->adam_eps);
+    if (!(c->weight_decay >= 0)) st_problem_add(&p, "--weight-decay %g must be >= 0", c->weight_decay);
+    if (!(c->max_grad_norm > 0)) st_problem_add(&p, "--max-grad-norm %g must be positive", c->max_grad_norm);
+    if (!(c->gamma > 0 && c->gamma <= 1)) st_problem_add(&p, "--gamma %g is outside (0, 1]", c->gamma);
+    if (!in_range(c->gae_lambda, 0, 1)) st_problem_add(&p, "--gae-lambda %g is outside [0, 1]", c->gae_lambda);
+    if (!(c->clip > 0)) st_problem_add(&p, "--clip %g must be positive", c->clip);
+    if (!(c->value_clip >= 0)) st_problem_add(&p, "--value-clip %g must be >= 0 (0: off)", c->value_clip);
+    if (!(c->vf_coef >= 0)) st_problem_add(&p, "--vf-coef %g must be >= 0", c->vf_coef);
+    if (!(c->ent_coef >= 0)) st_problem_add(&p, "--ent-coef %g must be >= 0", c->ent_coef);
+    if (c->episode_length < 2) st_problem_add(&p, "--episode-length %d must be at least 2", c->episode_length);
+    if (!(c->k_stop > 0)) st_problem_add(&p, "--k-stop %g must be positive", c->k_stop);
+    if (!(c->slippage_bps >= 0)) st_problem_add(&p, "--slippage-bps %g must be >= 0", c->slippage_bps);
+    if (!(c->commission_bps >= 0)) st_problem_add(&p, "--commission-bps %g must be >= 0", c->commission_bps);
     if (!(c->risk_fraction > 0 && c->risk_fraction < 1))
-        problem(&p, "--risk-fraction %g is outside (0, 1)", c->risk_fraction);
+        st_problem_add(&p, "--risk-fraction %g is outside (0, 1)", c->risk_fraction);
     if (!c->precision || (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0))
-        problem(&p, "--precision %s: expected fp32 or bf16", c->precision ? c->precision : "(none)");
+        st_problem_add(&p, "--precision %s: expected fp32 or bf16", c->precision ? c->precision : "(none)");
     if (c->checkpoint_every < 0)
-        problem(&p, "--checkpoint-every %d must be >= 0 (0: only at the end)", c->checkpoint_every);
+        st_problem_add(&p, "--checkpoint-every %d must be >= 0 (0: only at the end)", c->checkpoint_every);
     if (!c->data || !c->data[0]) { /* the synthetic market */
         if (c->instruments < 1 || c->instruments > 1 << 16)
-            problem(&p, "--instruments %d is outside 1 .. %d", c->instruments, 1 << 16);
-        if (c->bars < 1) problem(&p, "--bars %d must be positive", c->bars);
+            st_problem_add(&p, "--instruments %d is outside 1 .. %d", c->instruments, 1 << 16);
+        if (c->bars < 1) st_problem_add(&p, "--bars %d must be positive", c->bars);
     }
-    if (p.hidden) snprintf(p.text + p.len, sizeof p.text - p.len, "\n(and %d more problems)", p.hidden);
-    return p.n ? ST_FAIL(ST_ERR_INPUT, "%s", p.text) : ST_OK;
+    return st_problem_status(&p);
 }

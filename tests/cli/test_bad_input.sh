@@ -263,5 +263,6 @@ for r in "${rows[@]}" "${elsewhere[@]}"; do
 done
 [ "$missing" = 0 ] && ok || bad "$missing rows of the bad-input table are missing from README.md (regenerate: bash tests/cli/test_bad_input.sh BIN --table)"
 
-echo "$pass passed, $fail failed"
+# --table prints the table alone (the counts go to stderr), ready to paste into README.md
+if [ "$TABLE" = --table ]; then echo "$pass passed, $fail failed" >&2; else echo "$pass passed, $fail failed"; fi
 [ "$fail" = 0 ]

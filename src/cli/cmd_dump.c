@@ -37,6 +37,12 @@ static int dump(const st_args *a, st_train_config *cfg) {
     }
     int rc = st_run_apply_args(a, cfg);
     if (rc == ST_OK) rc = st_train_config_validate(cfg);
+    if (rc == ST_OK) { /* the data and the memory of the step, before any work */
+        st_problems p = {.len = 0};
+        st_run_check_data(cfg, &p);
+        st_run_check_memory(cfg, 0, &p);
+        rc = st_problems_report(&p, "dump");
+    }
     st_market m = {0};
     st_trainer t = {0};
     if (rc == ST_OK) rc = st_run_market(cfg, &m, 1);

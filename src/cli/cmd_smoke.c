@@ -53,6 +53,10 @@ static int smoke(const st_args *a, st_train_config *cfg) {
     ST_TRY(st_args_int(a, "steps", 10, &o.steps));
     ST_TRY(st_run_apply_args(a, cfg));
     ST_TRY(st_train_config_validate(cfg));
+    st_problems p = {.len = 0}; /* the data and the memory of one run, before any work */
+    st_run_check_data(cfg, &p);
+    st_run_check_memory(cfg, 0, &p);
+    ST_TRY(st_problems_report(&p, "smoke"));
     o.seed0 = cfg->seed;
     o.inject = st_args_str(a, "inject", NULL);
     o.pad = st_args_has(a, "poison-padding") ? ST_TRACE_POISON_PAD : 0;

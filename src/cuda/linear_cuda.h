@@ -30,6 +30,14 @@
 int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc, void *stream);
 
+/* batch products C_i = alpha op(A_i) op(B_i) + beta C_i, i < batch, with
+ * A_i = A + i stride_a (and so B_i, C_i; strides in elements): the
+ * stacked per-variable GRNs of the VSN as one call (cuBLAS strided batched).
+ * Same rules and precision as st_cuda_gemm. */
+int st_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A, int lda,
+                         long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C,
+                         int ldc, long long stride_c, int batch, void *stream);
+
 /* y[r, 0:out] = x[r, 0:in] . W^T + b   (b may be NULL; rows may be 0) */
 int st_cuda_linear_forward(int rows, int in, int out, const float *x, int x_stride, const float *W, const float *b,
                            float *y, int y_stride, void *stream);
@@ -41,8 +49,38 @@ int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_str
                             void *stream);
 
 /* sum[c] += sum_r x[r, c] for c < cols, rows summed in a fixed order in
- * double (deterministic, stride-independent): the bias gradient. */
+ * double (deterministic, stride-independent): the bias gradient. Up to 64
+ * blocks share a column's rows (partials in an 8 MiB per-device scratch
+ * made with the cuBLAS handle), so the same rule holds: make one
+ * uncaptured call first, and calls on two streams must not overlap. */
 int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *sum, void *stream);
+
+/* Row-split reductions (column sums over many rows, as the parameter
+ * gradients of the norms and the conv are): the rows are cut into
+ * plan.splits equal ranges (st_rowsplit_range), a block per (column tile,
+ * split) sums its range into parts[split * ld + column] (double, ld >= the
+ * columns), then st_rowsplit_finish adds the splits in order into the
+ * float sums. The order depends on rows only: deterministic. With
+ * plan.splits == 1 (under 2,048 rows, or more columns than the scratch
+ * holds) parts is NULL and the kernel adds into the sums itself. parts is
+ * the device's one scratch (8 MiB, made with the cuBLAS handle): one
+ * reduction at a time per device, finished before the next begins. */
+typedef struct {
+    double *parts;
+    int splits;
+} st_rowsplit;
+int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan);
+/* sum[c] += sum over s < splits of parts[s * ld + c], c < cols, in order;
+ * nothing when parts is NULL. */
+int st_cuda_rowsplit_finish(int cols, const double *parts, int ld, int splits, float *sum, void *stream);
+#ifdef __CUDACC__
+/* Rows [r0, r1) of split sp. */
+static __host__ __device__ inline void st_rowsplit_range(long rows, int splits, int sp, long *r0, long *r1) {
+    long per = (rows + splits - 1) / splits;
+    *r0 = sp * per;
+    *r1 = *r0 + per < rows ? *r0 + per : rows;
+}
+#endif
 
 /* Matrix-product precision of every later st_cuda_gemm / linear call in
  * this process (read when a call is enqueued, so a captured CUDA graph

@@ -34,4 +34,11 @@ int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G, int N, int
                                  float *dx, int dx_stride, float *ddt, int ddt_stride, float *dA, float *dB,
                                  int dB_stride, float *dC, int dC_stride, float *dD, float *work, void *stream);
 
+/* Whether the chunk kernels copy each chunk's rows of x, B, C and dy into
+ * shared memory before their products (1, the default: where the shape's
+ * rows fit the device's shared memory) or read them from global memory
+ * (0; the large preset's backward always does). The same results either
+ * way; tests use 0 to check the unstaged path. Process-wide. */
+void st_cuda_ssd_set_staging(int on);
+
 #endif

@@ -14,6 +14,7 @@
 
 extern "C" {
 #include "cuda/conv1d_cuda.h"
+#include "cuda/linear_cuda.h"
 }
 
 enum { ST_COL_TILE = 32, ST_ROW_LANES = 16 };
@@ -96,14 +97,16 @@ static __global__ void conv_grad_x_kernel(long rows, int K, int Ch, int W, const
 /* Parameter column c < Ch*(W+1): tap i = c / Ch of channel ch = c % Ch
  * (i == W: the bias). Lanes sum rows r = lane, lane + ST_ROW_LANES, ... */
 static __global__ void conv_grad_params_kernel(long rows, int K, int Ch, int W, const float *x, int x_stride,
-                                               const float *g, float *dw, float *db) {
+                                               const float *g, int splits, double *parts, float *dw, float *db) {
     __shared__ double part[ST_ROW_LANES][ST_COL_TILE];
     long c = (long)blockIdx.x * ST_COL_TILE + threadIdx.x;
     int i = (int)(c / Ch), ch = (int)(c % Ch);
     int live = c < (long)Ch * (W + 1) && (i < W ? dw != NULL : db != NULL);
+    long r0, r1;
+    st_rowsplit_range(rows, splits, blockIdx.y, &r0, &r1);
     double acc = 0;
     if (live)
-        for (long r = threadIdx.y; r < rows; r += ST_ROW_LANES) {
+        for (long r = r0 + threadIdx.y; r < r1; r += ST_ROW_LANES) {
             double gv = g[(size_t)r * Ch + ch];
             if (i == W) {
                 acc += gv;
@@ -118,7 +121,9 @@ static __global__ void conv_grad_params_kernel(long rows, int K, int Ch, int W, 
     double t = 0;
     for (int l = 0; l < ST_ROW_LANES; l++)
         t += part[l][threadIdx.x];
-    if (i < W)
+    if (parts) /* [split][dw as [Ch, W], then db [Ch]] */
+        parts[(size_t)blockIdx.y * Ch * (W + 1) + (i < W ? (size_t)ch * W + i : (size_t)Ch * W + ch)] = t;
+    else if (i < W)
         dw[(size_t)ch * W + i] += (float)t;
     else
         db[ch] += (float)t;
@@ -136,10 +141,16 @@ extern "C" int st_cuda_conv1d_backward(int Bsz, int K, int Ch, int W, const floa
     conv_grad_x_kernel<<<grid, 256, 0, st>>>(rows, K, Ch, W, w, work, dx, dx_stride);
     ST_CUDA_LAUNCHED();
     if (dw || db) {
-        dim3 block(ST_COL_TILE, ST_ROW_LANES);
-        conv_grad_params_kernel<<<blocks_for((long)Ch * (W + 1), ST_COL_TILE), block, 0, st>>>(rows, K, Ch, W, x,
-                                                                                               x_stride, work, dw, db);
+        const int cols = Ch * (W + 1);
+        st_rowsplit plan;
+        ST_TRY(st_cuda_rowsplit_plan((int)rows, cols, stream, &plan));
+        dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(cols, ST_COL_TILE), (unsigned)plan.splits);
+        conv_grad_params_kernel<<<grid, block, 0, st>>>(rows, K, Ch, W, x, x_stride, work, plan.splits, plan.parts, dw,
+                                                        db);
         ST_CUDA_LAUNCHED();
+        if (plan.parts && dw) ST_TRY(st_cuda_rowsplit_finish(Ch * W, plan.parts, cols, plan.splits, dw, stream));
+        if (plan.parts && db)
+            ST_TRY(st_cuda_rowsplit_finish(Ch, plan.parts + (size_t)Ch * W, cols, plan.splits, db, stream));
     }
     return ST_OK;
 }

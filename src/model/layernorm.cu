@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "cuda/layernorm_cuda.h"
+#include "cuda/linear_cuda.h"
 }
 
 enum { ST_LN_WARPS = 8, ST_COL_TILE = 32, ST_ROW_LANES = 16 };
@@ -86,12 +87,15 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
  * ST_COL_TILE columns, its row lanes sum every ST_ROW_LANES-th row in double
  * and lane 0 adds the lanes in order (the order depends on rows alone). */
 static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int x_stride, const float *mean,
-                                            const float *rstd, const float *dy, int dy_stride, float *dw, float *db) {
+                                            const float *rstd, const float *dy, int dy_stride, int splits,
+                                            double *parts, float *dw, float *db) {
     __shared__ double pw[ST_ROW_LANES][ST_COL_TILE], pb[ST_ROW_LANES][ST_COL_TILE];
     int i = blockIdx.x * ST_COL_TILE + threadIdx.x;
+    long r0, r1;
+    st_rowsplit_range(rows, splits, blockIdx.y, &r0, &r1);
     double aw = 0, ab = 0;
     if (i < n)
-        for (long r = threadIdx.y; r < rows; r += ST_ROW_LANES) {
+        for (long r = r0 + threadIdx.y; r < r1; r += ST_ROW_LANES) {
             float g = dy[(size_t)r * dy_stride + i];
             float xh = (float)(((double)x[(size_t)r * x_stride + i] - (double)mean[r]) * (double)rstd[r]);
             aw += (double)xh * g;
@@ -105,6 +109,11 @@ static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int
     for (int l = 0; l < ST_ROW_LANES; l++) {
         tw += pw[l][threadIdx.x];
         tb += pb[l][threadIdx.x];
+    }
+    if (parts) { /* [split][w 0..n-1, b 0..n-1] */
+        parts[(size_t)blockIdx.y * 2 * n + i] = tw;
+        parts[(size_t)blockIdx.y * 2 * n + n + i] = tb;
+        return;
     }
     if (dw) dw[i] += (float)tw;
     if (db) db[i] += (float)tb;
@@ -122,10 +131,14 @@ extern "C" int st_cuda_layernorm_backward(int rows, int n, const float *x, int x
         ST_CUDA_LAUNCHED();
     }
     if (dw || db) {
-        dim3 block(ST_COL_TILE, ST_ROW_LANES);
-        ln_param_grad_kernel<<<blocks_for(n, ST_COL_TILE), block, 0, s>>>(rows, n, x, x_stride, mean, rstd, dy,
-                                                                          dy_stride, dw, db);
+        st_rowsplit plan;
+        ST_TRY(st_cuda_rowsplit_plan(rows, 2 * n, stream, &plan));
+        dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(n, ST_COL_TILE), (unsigned)plan.splits);
+        ln_param_grad_kernel<<<grid, block, 0, s>>>(rows, n, x, x_stride, mean, rstd, dy, dy_stride, plan.splits,
+                                                    plan.parts, dw, db);
         ST_CUDA_LAUNCHED();
+        if (plan.parts && dw) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, 2 * n, plan.splits, dw, stream));
+        if (plan.parts && db) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts + n, 2 * n, plan.splits, db, stream));
     }
     return ST_OK;
 }

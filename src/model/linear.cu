@@ -35,9 +35,15 @@ extern "C" {
 enum { ST_BLAS_MAX_DEVICES = 64 };
 static const size_t ST_BLAS_WORKSPACE_BYTES = (size_t)32 << 20;
 
+/* Column sums split their rows over up to ST_COLSUM_SPLITS blocks per
+ * column tile; the partial sums (double) live in the device's scratch. */
+enum { ST_COLSUM_SPLITS = 64, ST_COLSUM_MIN_ROWS = 1024 };
+static const size_t ST_COLSUM_SCRATCH_DOUBLES = (size_t)1 << 20; /* 8 MiB */
+
 typedef struct {
     cublasHandle_t handle;
-    void *workspace; /* ST_BLAS_WORKSPACE_BYTES of device memory */
+    void *workspace;      /* ST_BLAS_WORKSPACE_BYTES of device memory */
+    double *colsum_parts; /* ST_COLSUM_SCRATCH_DOUBLES, the column sums' partials */
 } st_blas;
 static st_blas st_blas_devs[ST_BLAS_MAX_DEVICES];
 
@@ -77,18 +83,34 @@ static int blas_create(int dev, cudaStream_t stream, st_blas *b) {
         return ST_FAIL(ST_ERR_DEVICE, "cuBLAS workspace: cudaMalloc of %zu bytes on device %d: %s",
                        ST_BLAS_WORKSPACE_BYTES, dev, cudaGetErrorString(e));
     }
-    b->handle = h, b->workspace = ws;
+    void *parts = NULL;
+    e = cudaMalloc(&parts, ST_COLSUM_SCRATCH_DOUBLES * sizeof(double));
+    if (e != cudaSuccess) {
+        cudaFree(ws);
+        cublasDestroy(h);
+        return ST_FAIL(ST_ERR_DEVICE, "column-sum scratch: cudaMalloc of %zu bytes on device %d: %s",
+                       ST_COLSUM_SCRATCH_DOUBLES * sizeof(double), dev, cudaGetErrorString(e));
+    }
+    b->handle = h, b->workspace = ws, b->colsum_parts = (double *)parts;
     return ST_OK;
 }
 
-/* The current device's handle, bound to stream and to its own workspace. */
-static int blas_handle(cudaStream_t stream, cublasHandle_t *out) {
+/* The current device's st_blas, created on first use. */
+static int blas_of_device(cudaStream_t stream, st_blas **out) {
     int dev = 0;
     ST_CUDA_TRY(cudaGetDevice(&dev));
     if (dev < 0 || dev >= ST_BLAS_MAX_DEVICES)
         return ST_FAIL(ST_ERR_DEVICE, "cuBLAS: device %d beyond the %d handles kept", dev, ST_BLAS_MAX_DEVICES);
     st_blas *b = &st_blas_devs[dev];
     if (!b->handle) ST_TRY(blas_create(dev, stream, b));
+    *out = b;
+    return ST_OK;
+}
+
+/* The current device's handle, bound to stream and to its own workspace. */
+static int blas_handle(cudaStream_t stream, cublasHandle_t *out) {
+    st_blas *b = NULL;
+    ST_TRY(blas_of_device(stream, &b));
     ST_CUBLAS_TRY(cublasSetStream(b->handle, stream));
     ST_CUBLAS_TRY(cublasSetWorkspace(b->handle, b->workspace, ST_BLAS_WORKSPACE_BYTES)); /* after SetStream */
     *out = b->handle;
@@ -135,6 +157,31 @@ extern "C" int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, floa
     return ST_OK;
 }
 
+extern "C" int st_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A,
+                                    int lda, long long stride_a, const float *B, int ldb, long long stride_b,
+                                    float beta, float *C, int ldc, long long stride_c, int batch, void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (M <= 0 || N <= 0 || batch <= 0) return ST_OK;
+    if (Kd <= 0) {
+        for (int i = 0; i < batch; i++)
+            ST_TRY(st_cuda_gemm(trans_a, trans_b, M, N, Kd, alpha, A, lda, B, ldb, beta, C + (size_t)i * stride_c,
+                                ldc, stream));
+        return ST_OK;
+    }
+    cublasHandle_t h = NULL;
+    ST_TRY(blas_handle(s, &h));
+    cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (st_matmul_mode == ST_MATMUL_BF16) {
+        ST_CUBLAS_TRY(cublasGemmStridedBatchedEx(h, ob, oa, N, M, Kd, &alpha, B, CUDA_R_32F, ldb, stride_b, A,
+                                                 CUDA_R_32F, lda, stride_a, &beta, C, CUDA_R_32F, ldc, stride_c, batch,
+                                                 CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    } else {
+        ST_CUBLAS_TRY(cublasSgemmStridedBatched(h, ob, oa, N, M, Kd, &alpha, B, ldb, stride_b, A, lda, stride_a, &beta,
+                                                C, ldc, stride_c, batch));
+    }
+    return ST_OK;
+}
+
 /* y[r, :] = b (the product is then added with beta = 1, as the CPU op does). */
 static __global__ void bias_rows_kernel(int rows, int out, const float *b, float *y, int y_stride) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -154,17 +201,24 @@ extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x,
     return st_cuda_gemm(0, 1, rows, out, in, 1.0f, x, x_stride, W, in, b ? 1.0f : 0.0f, y, y_stride, stream);
 }
 
-/* Column sums: a block owns ST_COL_TILE columns; its ST_ROW_LANES row lanes
- * each sum every ST_ROW_LANES-th row in double, then lane 0 adds the lanes
- * in lane order. The order depends only on `rows`: deterministic. */
+/* Column sums in two steps, in an order that depends only on `rows` (so
+ * deterministic and stride-independent): the rows are cut into `splits`
+ * equal ranges; block (tile, split) sums its range of ST_COL_TILE columns
+ * over ST_ROW_LANES row lanes in double and adds the lanes in lane order
+ * into parts[split, c]; then a thread per column adds the splits in
+ * order. With one split (few rows, or more columns than the scratch
+ * holds) the first step adds straight into sum. */
 enum { ST_COL_TILE = 32, ST_ROW_LANES = 16 };
 
-static __global__ void colsum_add_kernel(int rows, int cols, const float *x, int x_stride, float *sum) {
+static __global__ void colsum_part_kernel(int rows, int cols, int splits, const float *x, int x_stride,
+                                          double *parts, float *sum) {
     __shared__ double part[ST_ROW_LANES][ST_COL_TILE];
-    int c = blockIdx.x * ST_COL_TILE + threadIdx.x;
+    int c = blockIdx.x * ST_COL_TILE + threadIdx.x, sp = blockIdx.y;
+    long r0, r1;
+    st_rowsplit_range(rows, splits, sp, &r0, &r1);
     double acc = 0;
     if (c < cols)
-        for (long r = threadIdx.y; r < rows; r += ST_ROW_LANES)
+        for (long r = r0 + threadIdx.y; r < r1; r += ST_ROW_LANES)
             acc += x[(size_t)r * x_stride + c];
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
@@ -172,15 +226,50 @@ static __global__ void colsum_add_kernel(int rows, int cols, const float *x, int
     double t = 0;
     for (int l = 0; l < ST_ROW_LANES; l++)
         t += part[l][threadIdx.x];
+    if (parts)
+        parts[(size_t)sp * cols + c] = t;
+    else
+        sum[c] += (float)t;
+}
+
+static __global__ void colsum_finish_kernel(int cols, int ld, int splits, const double *parts, float *sum) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    double t = 0;
+    for (int sp = 0; sp < splits; sp++)
+        t += parts[(size_t)sp * ld + c];
     sum[c] += (float)t;
+}
+
+extern "C" int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan) {
+    plan->parts = NULL, plan->splits = 1;
+    if (rows <= 0 || cols <= 0) return ST_OK;
+    st_blas *b = NULL;
+    ST_TRY(blas_of_device((cudaStream_t)stream, &b));
+    long splits = rows / ST_COLSUM_MIN_ROWS;
+    if (splits > ST_COLSUM_SPLITS) splits = ST_COLSUM_SPLITS;
+    if (splits > (long)(ST_COLSUM_SCRATCH_DOUBLES / (size_t)cols)) splits = (long)(ST_COLSUM_SCRATCH_DOUBLES / cols);
+    if (splits > 1) plan->parts = b->colsum_parts, plan->splits = (int)splits;
+    return ST_OK;
+}
+
+extern "C" int st_cuda_rowsplit_finish(int cols, const double *parts, int parts_ld, int splits, float *sum,
+                                       void *stream) {
+    if (cols <= 0 || !parts) return ST_OK;
+    colsum_finish_kernel<<<blocks_for(cols, 256), 256, 0, (cudaStream_t)stream>>>(cols, parts_ld, splits, parts, sum);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
 }
 
 extern "C" int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *sum, void *stream) {
     if (rows <= 0 || cols <= 0) return ST_OK;
-    dim3 block(ST_COL_TILE, ST_ROW_LANES);
-    colsum_add_kernel<<<blocks_for(cols, ST_COL_TILE), block, 0, (cudaStream_t)stream>>>(rows, cols, x, x_stride, sum);
+    cudaStream_t s = (cudaStream_t)stream;
+    st_rowsplit plan;
+    ST_TRY(st_cuda_rowsplit_plan(rows, cols, stream, &plan));
+    dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(cols, ST_COL_TILE), (unsigned)plan.splits);
+    colsum_part_kernel<<<grid, block, 0, s>>>(rows, cols, plan.splits, x, x_stride, plan.parts, sum);
     ST_CUDA_LAUNCHED();
-    return ST_OK;
+    return st_cuda_rowsplit_finish(cols, plan.parts, cols, plan.splits, sum, stream);
 }
 
 extern "C" int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_stride, const float *W,

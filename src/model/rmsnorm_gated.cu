@@ -11,6 +11,7 @@
 #include "cuda/check.h"
 
 extern "C" {
+#include "cuda/linear_cuda.h"
 #include "cuda/rmsnorm_gated_cuda.h"
 }
 
@@ -96,12 +97,15 @@ static __global__ void rms_backward_kernel(int rows, int n, const float *y, int 
 /* dw[i] += sum_r dout[r, i] ghat[r, i]: ST_COL_TILE columns a block, row
  * lanes summing every ST_ROW_LANES-th row in double, lanes added in order. */
 static __global__ void rms_grad_w_kernel(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
-                                         const float *rstd, const float *dout, int dout_stride, float *dw) {
+                                         const float *rstd, const float *dout, int dout_stride, int splits,
+                                         double *parts, float *dw) {
     __shared__ double part[ST_ROW_LANES][ST_COL_TILE];
     int i = blockIdx.x * ST_COL_TILE + threadIdx.x;
+    long r0, r1;
+    st_rowsplit_range(rows, splits, blockIdx.y, &r0, &r1);
     double acc = 0;
     if (i < n)
-        for (long r = threadIdx.y; r < rows; r += ST_ROW_LANES) {
+        for (long r = r0 + threadIdx.y; r < r1; r += ST_ROW_LANES) {
             float g = y[(size_t)r * y_stride + i] * siluf_st(z[(size_t)r * z_stride + i]);
             float ghat = (float)((double)g * (double)rstd[r]); /* as the forward rounds it */
             acc += (double)ghat * dout[(size_t)r * dout_stride + i];
@@ -112,7 +116,10 @@ static __global__ void rms_grad_w_kernel(int rows, int n, const float *y, int y_
     double t = 0;
     for (int l = 0; l < ST_ROW_LANES; l++)
         t += part[l][threadIdx.x];
-    dw[i] += (float)t;
+    if (parts)
+        parts[(size_t)blockIdx.y * n + i] = t;
+    else
+        dw[i] += (float)t;
 }
 
 extern "C" int st_cuda_rmsnorm_gated_backward(int rows, int n, const float *y, int y_stride, const float *z,
@@ -125,10 +132,13 @@ extern "C" int st_cuda_rmsnorm_gated_backward(int rows, int n, const float *y, i
         rows, n, y, y_stride, z, z_stride, w, rstd, dout, dout_stride, dy, dy_stride, dz, dz_stride);
     ST_CUDA_LAUNCHED();
     if (dw) {
-        dim3 block(ST_COL_TILE, ST_ROW_LANES);
-        rms_grad_w_kernel<<<blocks_for(n, ST_COL_TILE), block, 0, s>>>(rows, n, y, y_stride, z, z_stride, rstd, dout,
-                                                                       dout_stride, dw);
+        st_rowsplit plan;
+        ST_TRY(st_cuda_rowsplit_plan(rows, n, stream, &plan));
+        dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(n, ST_COL_TILE), (unsigned)plan.splits);
+        rms_grad_w_kernel<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, rstd, dout, dout_stride,
+                                                 plan.splits, plan.parts, dw);
         ST_CUDA_LAUNCHED();
+        ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, n, plan.splits, dw, stream));
     }
     return ST_OK;
 }

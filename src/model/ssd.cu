@@ -49,6 +49,8 @@ extern "C" {
 /* Sizes, strides and pointers of one call, passed to kernels by value. */
 struct ssd_dev_args {
     int Bsz, K, H, P, G, N, Q, nc;
+    int stage; /* copy the chunk's rows of x, B, C (and dy) into shared memory first */
+    int fused; /* (with stage) no state pass: each chunk forms its S_in / dS_out from the chunks' own states */
     const float *x, *dt, *A, *Bm, *Cm, *Dskip, *dy;
     int x_stride, dt_stride, B_stride, C_stride, dy_stride;
     float *y, *dx, *ddt;
@@ -61,6 +63,7 @@ struct ssd_chunk {
     int b, h, c, t0, L;
     size_t bh, row0;
     const float *X, *B, *C, *dt, *dY;
+    int xs, bs, cs, dys; /* the row strides of X, B, C, dY (global, or shared once staged) */
     double A, D;
 };
 
@@ -79,6 +82,7 @@ __device__ static ssd_chunk chunk_of(const ssd_dev_args &a, int blk) {
     k.C = a.Cm + k.row0 * (size_t)a.C_stride + (size_t)g * (size_t)a.N;
     k.dt = a.dt + k.row0 * (size_t)a.dt_stride + (size_t)k.h;
     k.dY = a.dy ? a.dy + k.row0 * (size_t)a.dy_stride + (size_t)k.h * (size_t)a.P : NULL;
+    k.xs = a.x_stride, k.bs = a.B_stride, k.cs = a.C_stride, k.dys = a.dy_stride;
     k.A = (double)a.A[k.h];
     k.D = a.Dskip ? (double)a.Dskip[k.h] : 0.0;
     return k;
@@ -86,16 +90,16 @@ __device__ static ssd_chunk chunk_of(const ssd_dev_args &a, int blk) {
 
 /* Element accessors of a chunk's rows (local row t). */
 __device__ static float x_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int p) {
-    return k.X[(size_t)t * a.x_stride + p];
+    return (void)a, k.X[(size_t)t * k.xs + p];
 }
 __device__ static float b_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int n) {
-    return k.B[(size_t)t * a.B_stride + n];
+    return (void)a, k.B[(size_t)t * k.bs + n];
 }
 __device__ static float c_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int n) {
-    return k.C[(size_t)t * a.C_stride + n];
+    return (void)a, k.C[(size_t)t * k.cs + n];
 }
 __device__ static float dy_at(const ssd_dev_args &a, const ssd_chunk &k, int t, int p) {
-    return k.dY[(size_t)t * a.dy_stride + p];
+    return (void)a, k.dY[(size_t)t * k.dys + p];
 }
 
 /* C_t . B_s over N, in double. */
@@ -128,6 +132,74 @@ __device__ static void load_decays(const ssd_dev_args &a, const ssd_chunk &k, do
         dtv[i] = (double)k.dt[(size_t)i * a.dt_stride];
         ai[i] = dtv[i] * k.A;
     }
+}
+
+/* Copies `rows` rows of `cols` floats (row stride ld) into dst, row
+ * stride cols + 1: the odd stride puts a column's values in different
+ * banks, so threads reading down a column (a row each) do not conflict. */
+__device__ static const float *stage_rows(const float *src, int ld, int rows, int cols, float *dst) {
+    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x)
+        dst[(idx / cols) * (cols + 1) + idx % cols] = src[(size_t)(idx / cols) * ld + idx % cols];
+    return dst;
+}
+
+/* With a.stage: the chunk's rows of X and B (and C, dY when asked) into
+ * buf (floats: L*P, L*N, L*N, L*P in that order, only those asked), k
+ * pointing there afterwards; callers __syncthreads before reading. Every
+ * later read of the rows is a shared-memory read instead of a global one
+ * (the products read each row L or N times). */
+__device__ static void stage_chunk(const ssd_dev_args &a, ssd_chunk &k, float *buf, int want_c, int want_dy) {
+    if (!a.stage) return;
+    k.X = stage_rows(k.X, k.xs, k.L, a.P, buf), k.xs = a.P + 1, buf += (size_t)a.Q * (a.P + 1);
+    k.B = stage_rows(k.B, k.bs, k.L, a.N, buf), k.bs = a.N + 1, buf += (size_t)a.Q * (a.N + 1);
+    if (want_c) k.C = stage_rows(k.C, k.cs, k.L, a.N, buf), k.cs = a.N + 1, buf += (size_t)a.Q * (a.N + 1);
+    if (want_dy) k.dY = stage_rows(k.dY, k.dys, k.L, a.P, buf), k.dys = a.P + 1;
+}
+
+/* Floats stage_chunk needs (states: that many P x N states more, padded
+ * as the rows, that the caller stages after them). */
+static size_t stage_floats(int Q, int P, int N, int want_c, int want_dy, int states = 0) {
+    return (size_t)Q * ((size_t)(P + 1) * (1 + want_dy) + (size_t)(N + 1) * (1 + want_c)) +
+           (size_t)states * (size_t)P * (N + 1);
+}
+
+/* Chunk counts up to which the chunk kernels form their boundary states
+ * themselves (a.fused) instead of a state pass: chunk c reads the c (or
+ * nc-1-c) other chunks' own states, which costs less than the pass's read
+ * and write of every state while nc is small. */
+#define SSD_FUSE_MAX_CHUNKS 8
+
+/* Into dst (P x N, row stride N + 1) the state entering chunk c of (b, h)
+ * = bh (forward: S_in[c]) or the gradient leaving it (dS_out[c]).
+ * With a.fused, `own` holds each chunk's own state (its X^T diag(w) B, or
+ * U = dY^T diag(e) C) and this runs the state pass's recurrence over the
+ * chunks before (after) c, in the same order and in double: the same bits
+ * as the pass. Otherwise the pass has run and own[c] is the state. */
+__device__ static void stage_state(const ssd_dev_args &a, const float *own, const float *decay, size_t bh, int c,
+                                   int forward, float *dst) {
+    const size_t pn = (size_t)a.P * (size_t)a.N, first = bh * (size_t)a.nc;
+    const float *dec = decay + first;
+    for (size_t idx = threadIdx.x; idx < pn; idx += blockDim.x) {
+        float v;
+        if (!a.fused) {
+            v = own[(first + (size_t)c) * pn + idx];
+        } else {
+            double S = 0;
+            if (forward)
+                for (int j = 0; j < c; j++)
+                    S = (double)dec[j] * S + (double)own[(first + (size_t)j) * pn + idx];
+            else
+                for (int j = a.nc - 1; j > c; j--)
+                    S = (double)dec[j] * S + (double)own[(first + (size_t)j) * pn + idx];
+            v = (float)S;
+        }
+        dst[(idx / a.N) * (a.N + 1) + idx % a.N] = v;
+    }
+}
+
+/* Where stage_chunk's rows end in buf. */
+__device__ static float *stage_end(const ssd_dev_args &a, float *buf, int want_c, int want_dy) {
+    return buf + (size_t)a.Q * ((size_t)(a.P + 1) * (1 + want_dy) + (size_t)(a.N + 1) * (1 + want_c));
 }
 
 /* ---- work layout ------------------------------------------------------- */
@@ -167,8 +239,10 @@ extern "C" size_t st_cuda_ssd_work_count(int Bsz, int K, int H, int P, int G, in
  * Shared: ai, dtv, w, e [Q] doubles. */
 static __global__ void chunk_summary_kernel(ssd_dev_args a, float *states, float *dstates, float *decay) {
     extern __shared__ double sm_sum[];
-    const ssd_chunk k = chunk_of(a, blockIdx.x);
+    const ssd_chunk k0 = chunk_of(a, blockIdx.x);
     double *ai = sm_sum, *dtv = ai + a.Q, *w = dtv + a.Q, *e = w + a.Q;
+    ssd_chunk k = k0;
+    stage_chunk(a, k, (float *)(e + a.Q), dstates != NULL, dstates != NULL);
     load_decays(a, k, ai, dtv);
     __syncthreads();
     for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
@@ -192,13 +266,14 @@ static __global__ void chunk_summary_kernel(ssd_dev_args a, float *states, float
     }
 }
 
-/* One block per (b, h), a thread per state element: in place, the chunks'
- * own states become the state entering each chunk, and (with dstates) the
- * chunks' U become the gradient leaving each chunk. Carried in double. */
+/* A thread per (b, h, state element): in place, the chunks' own states
+ * become the state entering each chunk, and (with dstates) the chunks' U
+ * become the gradient leaving each chunk. Carried in double. */
 static __global__ void state_pass_kernel(ssd_dev_args a, float *states, float *dstates, const float *decay) {
-    const size_t pn = (size_t)a.P * (size_t)a.N, first = (size_t)blockIdx.x * (size_t)a.nc;
-    const float *dec = decay + first;
-    for (size_t idx = threadIdx.x; idx < pn; idx += blockDim.x) {
+    const size_t pn = (size_t)a.P * (size_t)a.N, total = (size_t)a.Bsz * a.H * pn;
+    for (size_t gi = (size_t)blockIdx.x * blockDim.x + threadIdx.x; gi < total; gi += (size_t)gridDim.x * blockDim.x) {
+        const size_t bh = gi / pn, idx = gi % pn, first = bh * (size_t)a.nc;
+        const float *dec = decay + first;
         double S = 0;
         for (int c = 0; c < a.nc; c++) {
             float *slot = states + (first + (size_t)c) * pn + idx;
@@ -219,12 +294,21 @@ static __global__ void state_pass_kernel(ssd_dev_args a, float *states, float *d
 
 /* One block per (b, h, chunk): Y = M X + diag(e) C S_in^T + D X.
  * Shared: ai, dtv, e [Q] doubles, then M [L, L] floats. */
-static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states) {
+static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states, const float *decay) {
     extern __shared__ double sm_fwd[];
-    const ssd_chunk k = chunk_of(a, blockIdx.x);
+    ssd_chunk k = chunk_of(a, blockIdx.x);
     const int L = k.L;
     double *ai = sm_fwd, *dtv = ai + a.Q, *e = dtv + a.Q;
     float *M = (float *)(e + a.Q);
+    stage_chunk(a, k, M + (size_t)a.Q * a.Q, 1, 0);
+    const size_t pn = (size_t)a.P * (size_t)a.N;
+    const float *Sin = states + (size_t)blockIdx.x * pn;
+    int sin_ld = a.N; /* Sin's row stride: N in global memory, N + 1 once staged */
+    if (a.stage && k.c > 0) {
+        float *dst = stage_end(a, M + (size_t)a.Q * a.Q, 1, 0);
+        stage_state(a, states, decay, k.bh, k.c, 1, dst);
+        Sin = dst, sin_ld = a.N + 1;
+    }
     load_decays(a, k, ai, dtv);
     __syncthreads();
     for (int i = threadIdx.x; i < L; i += blockDim.x)
@@ -234,8 +318,6 @@ static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states)
         M[idx] = s <= t ? (float)(cb_dot(a, k, t, s) * exp(segment(ai, t, s)) * dtv[s]) : 0.0f;
     }
     __syncthreads();
-    const size_t pn = (size_t)a.P * (size_t)a.N;
-    const float *Sin = states + (size_t)blockIdx.x * pn;
     for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
         int t = idx / a.P, p = idx % a.P;
         double acc = 0;
@@ -244,7 +326,7 @@ static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states)
         if (k.c > 0) {
             double cs = 0;
             for (int n = 0; n < a.N; n++)
-                cs += (double)c_at(a, k, t, n) * (double)Sin[(size_t)p * a.N + n];
+                cs += (double)c_at(a, k, t, n) * (double)Sin[(size_t)p * sin_ld + n];
             acc += e[t] * cs;
         }
         acc += k.D * (double)x_at(a, k, t, p);
@@ -255,10 +337,11 @@ static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states)
 /* Shared memory of chunk_backward: the doubles first (8-byte aligned). */
 struct ssd_bwd_smem {
     double *ai, *dtv, *e, *last, *dd, *de, *sa, *red;
-    float *G, *Lm, *dM;
+    double *xds, *dys; /* [L, N]: (X dS_out)[i, n] and (dY S_in)[i, n] */
+    float *G, *Lm, *dM, *stage;
 };
 
-__device__ static ssd_bwd_smem bwd_smem(double *base, int Q) {
+__device__ static ssd_bwd_smem bwd_smem(double *base, int Q, int N) {
     ssd_bwd_smem m;
     m.ai = base;
     m.dtv = m.ai + Q;
@@ -268,17 +351,27 @@ __device__ static ssd_bwd_smem bwd_smem(double *base, int Q) {
     m.de = m.dd + Q;
     m.sa = m.de + Q;
     m.red = m.sa + Q;
-    m.G = (float *)(m.red + SSD_THREADS);
+    m.xds = m.red + SSD_THREADS;
+    m.dys = m.xds + (size_t)Q * N;
+    m.G = (float *)(m.dys + (size_t)Q * N);
     m.Lm = m.G + (size_t)Q * Q;
     m.dM = m.Lm + (size_t)Q * Q;
+    m.stage = m.dM + (size_t)Q * Q;
     return m;
 }
 
-static size_t bwd_smem_bytes(int Q) {
-    return sizeof(double) * (7 * (size_t)Q + SSD_THREADS) + sizeof(float) * 3 * (size_t)Q * (size_t)Q;
+/* Shared bytes of each kernel, with (stage) or without the staged rows. */
+static size_t bwd_smem_bytes(int Q, int P, int N, int stage) {
+    return sizeof(double) * (7 * (size_t)Q + SSD_THREADS + 2 * (size_t)Q * N) +
+           sizeof(float) * (3 * (size_t)Q * (size_t)Q + (stage ? stage_floats(Q, P, N, 1, 1, 2) : 0));
 }
-static size_t fwd_smem_bytes(int Q) { return sizeof(double) * 3 * (size_t)Q + sizeof(float) * (size_t)Q * (size_t)Q; }
-static size_t sum_smem_bytes(int Q) { return sizeof(double) * 4 * (size_t)Q; }
+static size_t fwd_smem_bytes(int Q, int P, int N, int stage) {
+    return sizeof(double) * 3 * (size_t)Q +
+           sizeof(float) * ((size_t)Q * (size_t)Q + (stage ? stage_floats(Q, P, N, 1, 0, 1) : 0));
+}
+static size_t sum_smem_bytes(int Q, int P, int N, int stage, int with_grad) {
+    return sizeof(double) * 4 * (size_t)Q + (stage ? sizeof(float) * stage_floats(Q, P, N, with_grad, with_grad) : 0);
+}
 
 /* Step 2 of chunk_backward: decays, e, last row, and for s <= t
  * G = C_t.B_s, Lm, dM = dY_t.X_s (all 0 above the diagonal). */
@@ -325,22 +418,35 @@ __device__ static void bwd_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
     }
 }
 
-/* Step 4, one thread per local row i: the terms of S_out through w_i (into
- * dd[i] and R's last row) and of Y's S_in term (de[i]); row L-1 also takes
- * S_out's decay of S_in, sum(dS_out o S_in). */
+/* Step 4: the terms of S_out through w_i (into dd[i] and R's last row)
+ * and of Y's S_in term (de[i]); row L-1 also takes S_out's decay of S_in,
+ * sum(dS_out o S_in). First a thread per (i, n) forms xds = X dS_out and
+ * dys = dY S_in (kept for step 7), then a thread per row i. */
 __device__ static void bwd_boundary(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m, const float *Sin,
-                                    const float *dSo) {
+                                    int sin_ld, const float *dSo, int dso_ld) {
     const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
     const size_t pn = (size_t)a.P * (size_t)a.N;
+    for (int idx = threadIdx.x; idx < L * a.N; idx += blockDim.x) {
+        int i = idx / a.N, n = idx % a.N;
+        double xds = 0, ys = 0;
+        for (int p = 0; p < a.P; p++) {
+            if (has_out) xds += (double)x_at(a, k, i, p) * (double)dSo[(size_t)p * dso_ld + n];
+            if (has_in) ys += (double)dy_at(a, k, i, p) * (double)Sin[(size_t)p * sin_ld + n];
+        }
+        m.xds[idx] = xds;
+        m.dys[idx] = ys;
+    }
+    double ddc = 0; /* this thread's share of sum(dS_out o S_in), into red */
+    if (has_in && has_out)
+        for (size_t j = threadIdx.x; j < pn; j += blockDim.x)
+            ddc += (double)dSo[(j / a.N) * dso_ld + j % a.N] * (double)Sin[(j / a.N) * sin_ld + j % a.N];
+    m.red[threadIdx.x] = ddc;
+    __syncthreads();
     for (int i = threadIdx.x; i < L; i += blockDim.x) {
         if (has_out) { /* dw_i = B_i . (X dS_out)_i */
             double dw = 0;
-            for (int n = 0; n < a.N; n++) {
-                double xds = 0;
-                for (int p = 0; p < a.P; p++)
-                    xds += (double)x_at(a, k, i, p) * (double)dSo[(size_t)p * a.N + n];
-                dw += (double)b_at(a, k, i, n) * xds;
-            }
+            for (int n = 0; n < a.N; n++)
+                dw += (double)b_at(a, k, i, n) * m.xds[(size_t)i * a.N + n];
             m.dd[i] += dw * m.last[i];
             if (i < L - 1) {
                 float *r = &m.Lm[(L - 1) * L + i];
@@ -349,18 +455,11 @@ __device__ static void bwd_boundary(const ssd_dev_args &a, const ssd_chunk &k, s
         }
         if (has_in) { /* de_i = C_i . (dY S_in)_i */
             double de = 0;
-            for (int n = 0; n < a.N; n++) {
-                double ys = 0;
-                for (int p = 0; p < a.P; p++)
-                    ys += (double)dy_at(a, k, i, p) * (double)Sin[(size_t)p * a.N + n];
-                de += (double)c_at(a, k, i, n) * ys;
-            }
-            if (i == L - 1 && has_out) {
-                double ddc = 0;
-                for (size_t j = 0; j < pn; j++)
-                    ddc += (double)dSo[j] * (double)Sin[j];
-                de += ddc;
-            }
+            for (int n = 0; n < a.N; n++)
+                de += (double)c_at(a, k, i, n) * m.dys[(size_t)i * a.N + n];
+            if (i == L - 1 && has_out)
+                for (int j = 0; j < SSD_THREADS; j++)
+                    de += m.red[j];
             m.de[i] = de;
         }
     }
@@ -403,8 +502,8 @@ __device__ static void bwd_decay_grads(const ssd_dev_args &a, const ssd_chunk &k
 /* Step 7: dX = M^T dY + diag(w) B dS_out^T + D dY (written to dx), and this
  * head's dC = dG B + diag(e) dY S_in, dB = dG^T C + diag(w) X dS_out (to
  * its slab of dBp/dCp). G holds M and dM holds dG since step 3. */
-__device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, const ssd_bwd_smem &m, const float *Sin,
-                                   const float *dSo, float *dBh, float *dCh) {
+__device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, const ssd_bwd_smem &m, const float *dSo,
+                                   int dso_ld, float *dBh, float *dCh) {
     const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
     for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
         int s = idx / a.P, p = idx % a.P;
@@ -414,7 +513,7 @@ __device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, co
         if (has_out) {
             double bd = 0;
             for (int n = 0; n < a.N; n++)
-                bd += (double)b_at(a, k, s, n) * (double)dSo[(size_t)p * a.N + n];
+                bd += (double)b_at(a, k, s, n) * (double)dSo[(size_t)p * dso_ld + n];
             acc += m.last[s] * m.dtv[s] * bd;
         }
         acc += k.D * (double)dy_at(a, k, s, p);
@@ -427,18 +526,8 @@ __device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, co
             dc += (double)m.dM[t * L + s] * (double)b_at(a, k, s, n);
         for (int u = t; u < L; u++) /* row t as the s index of dB */
             db += (double)m.dM[u * L + t] * (double)c_at(a, k, u, n);
-        if (has_in) {
-            double ys = 0;
-            for (int p = 0; p < a.P; p++)
-                ys += (double)dy_at(a, k, t, p) * (double)Sin[(size_t)p * a.N + n];
-            dc += m.e[t] * ys;
-        }
-        if (has_out) {
-            double xs = 0;
-            for (int p = 0; p < a.P; p++)
-                xs += (double)x_at(a, k, t, p) * (double)dSo[(size_t)p * a.N + n];
-            db += m.last[t] * m.dtv[t] * xs;
-        }
+        if (has_in) dc += m.e[t] * m.dys[(size_t)t * a.N + n];
+        if (has_out) db += m.last[t] * m.dtv[t] * m.xds[(size_t)t * a.N + n];
         size_t off = (size_t)(k.t0 + t) * (size_t)a.N + (size_t)n;
         dCh[off] = (float)dc;
         dBh[off] = (float)db;
@@ -447,20 +536,28 @@ __device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, co
 
 /* One block per (b, h, chunk), SSD_THREADS threads: the chunk's backward
  * (steps as in ssd.c's chunk_backward_one). */
-static __global__ void chunk_backward_kernel(ssd_dev_args a, const float *states, const float *dstates, float *dBp,
-                                             float *dCp, float *partA, float *partD) {
+static __global__ void chunk_backward_kernel(ssd_dev_args a, const float *states, const float *dstates,
+                                             const float *decay, float *dBp, float *dCp, float *partA, float *partD) {
     extern __shared__ double sm_bwd[];
-    const ssd_chunk k = chunk_of(a, blockIdx.x);
-    ssd_bwd_smem m = bwd_smem(sm_bwd, a.Q);
+    ssd_chunk k = chunk_of(a, blockIdx.x);
+    ssd_bwd_smem m = bwd_smem(sm_bwd, a.Q, a.N);
+    stage_chunk(a, k, m.stage, 1, 1);
     const size_t pn = (size_t)a.P * (size_t)a.N, kn = (size_t)a.K * (size_t)a.N;
     const float *Sin = states + (size_t)blockIdx.x * pn, *dSo = dstates + (size_t)blockIdx.x * pn;
+    int sin_ld = a.N, dso_ld = a.N; /* row strides: N in global memory, N + 1 once staged */
+    if (a.stage) {
+        float *dst = stage_end(a, m.stage, 1, 1);
+        if (k.c > 0) stage_state(a, states, decay, k.bh, k.c, 1, dst), Sin = dst, sin_ld = a.N + 1;
+        dst += (size_t)a.P * (a.N + 1);
+        if (k.c + 1 < a.nc) stage_state(a, dstates, decay, k.bh, k.c, 0, dst), dSo = dst, dso_ld = a.N + 1;
+    }
     load_decays(a, k, m.ai, m.dtv);
     __syncthreads();
     bwd_products(a, k, m);
     __syncthreads();
     bwd_intra(k, m);
     __syncthreads();
-    bwd_boundary(a, k, m, Sin, dSo);
+    bwd_boundary(a, k, m, Sin, sin_ld, dSo, dso_ld);
     __syncthreads();
     bwd_prefix_rows(k, m);
     __syncthreads();
@@ -475,7 +572,7 @@ static __global__ void chunk_backward_kernel(ssd_dev_args a, const float *states
         partA[blockIdx.x] = (float)sA;
         partD[blockIdx.x] = (float)sD;
     }
-    bwd_outputs(a, k, m, Sin, dSo, dBp + k.bh * kn, dCp + k.bh * kn);
+    bwd_outputs(a, k, m, dSo, dso_ld, dBp + k.bh * kn, dCp + k.bh * kn);
 }
 
 /* A thread per (row, group, n): dB and dC are the sums of the group's heads'
@@ -502,21 +599,32 @@ static __global__ void reduce_group_kernel(ssd_dev_args a, const float *dBp, con
     }
 }
 
-/* A thread per head: dA[h] += sum over (b, chunk) of the partials, in
- * order; the same for dD (when given). */
+/* A block per head: dA[h] += sum over (b, chunk) of the partials, and the
+ * same for dD (when given). Thread i sums the partials i, i + T, ... in
+ * order, then a fixed tree adds the threads' sums: deterministic. */
 static __global__ void reduce_head_kernel(ssd_dev_args a, const float *partA, const float *partD, float *dA,
                                           float *dD) {
-    int h = blockIdx.x * blockDim.x + threadIdx.x;
-    if (h >= a.H) return;
-    double sA = 0, sD = 0;
-    for (int b = 0; b < a.Bsz; b++)
-        for (int c = 0; c < a.nc; c++) {
-            size_t i = ((size_t)b * a.H + (size_t)h) * (size_t)a.nc + (size_t)c;
-            sA += (double)partA[i];
-            sD += (double)partD[i];
+    __shared__ double sA[SSD_THREADS], sD[SSD_THREADS];
+    const int h = blockIdx.x;
+    const size_t n = (size_t)a.Bsz * a.nc;
+    double tA = 0, tD = 0;
+    for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
+        size_t b = j / (size_t)a.nc, c = j % (size_t)a.nc, i = (b * a.H + (size_t)h) * (size_t)a.nc + c;
+        tA += (double)partA[i];
+        tD += (double)partD[i];
+    }
+    sA[threadIdx.x] = tA, sD[threadIdx.x] = tD;
+    __syncthreads();
+    for (int half = SSD_THREADS / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half) {
+            sA[threadIdx.x] += sA[threadIdx.x + half];
+            sD[threadIdx.x] += sD[threadIdx.x + half];
         }
-    dA[h] += (float)sA;
-    if (dD) dD[h] += (float)sD;
+        __syncthreads();
+    }
+    if (threadIdx.x != 0) return;
+    dA[h] += (float)sA[0];
+    if (dD) dD[h] += (float)sD[0];
 }
 
 /* ---- host side ---------------------------------------------------------- */
@@ -524,6 +632,19 @@ static __global__ void reduce_head_kernel(ssd_dev_args a, const float *partA, co
 static int ssd_check_sizes(int Bsz, int K, int H, int P, int G, int N) {
     ST_REQUIRE(Bsz >= 0 && K >= 0 && H > 0 && P > 0 && N > 0 && G > 0 && H % G == 0, ST_ERR_INPUT,
                "SSD on the GPU: bad sizes Bsz=%d K=%d H=%d P=%d G=%d N=%d (G must divide H)", Bsz, K, H, P, G, N);
+    return ST_OK;
+}
+
+static int ssd_staging = 1;
+extern "C" void st_cuda_ssd_set_staging(int on) { ssd_staging = on != 0; }
+
+/* The shared memory a kernel may take to stage its rows: the device's
+ * opt-in limit per block (0 when staging is off, so nothing fits). */
+static int smem_optin(size_t *bytes) {
+    int dev = 0, v = 0;
+    ST_CUDA_TRY(cudaGetDevice(&dev));
+    ST_CUDA_TRY(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    *bytes = ssd_staging ? (size_t)v : 0;
     return ST_OK;
 }
 
@@ -555,14 +676,24 @@ static ssd_dev_args args_of(int Bsz, int K, int H, int P, int G, int N, int Q, c
 
 /* Launches 1 and 2 of both directions: states (and dstates) per chunk. */
 static int launch_states(const ssd_dev_args &a, const ssd_work &lay, float *work, int with_grad, cudaStream_t st) {
+    /* a.fused: the chunk kernels that follow form the boundary states; no pass */
     int blocks = a.Bsz * a.H * a.nc;
     float *dstates = with_grad ? work + lay.dstates : NULL;
-    ST_TRY(allow_smem(chunk_summary_kernel, sum_smem_bytes(a.Q), a.Q));
-    chunk_summary_kernel<<<blocks, SSD_THREADS, sum_smem_bytes(a.Q), st>>>(a, work + lay.states, dstates,
-                                                                           work + lay.decay);
+    ssd_dev_args as = a;
+    size_t optin = 0;
+    ST_TRY(smem_optin(&optin));
+    as.stage = sum_smem_bytes(a.Q, a.P, a.N, 1, with_grad) <= optin;
+    size_t bytes = sum_smem_bytes(a.Q, a.P, a.N, as.stage, with_grad);
+    ST_TRY(allow_smem(chunk_summary_kernel, bytes, a.Q));
+    chunk_summary_kernel<<<blocks, SSD_THREADS, bytes, st>>>(as, work + lay.states, dstates, work + lay.decay);
     ST_CUDA_LAUNCHED();
-    state_pass_kernel<<<a.Bsz * a.H, SSD_THREADS, 0, st>>>(a, work + lay.states, dstates, work + lay.decay);
-    ST_CUDA_LAUNCHED();
+    size_t cells = (size_t)a.Bsz * a.H * a.P * a.N, sp_blocks = (cells + SSD_THREADS - 1) / SSD_THREADS;
+    sp_blocks = sp_blocks < (1u << 30) ? sp_blocks : (1u << 30);
+    if (!a.fused) {
+        state_pass_kernel<<<(unsigned)sp_blocks, SSD_THREADS, 0, st>>>(a, work + lay.states, dstates,
+                                                                       work + lay.decay);
+        ST_CUDA_LAUNCHED();
+    }
     return ST_OK;
 }
 
@@ -576,9 +707,14 @@ extern "C" int st_cuda_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, 
     ssd_dev_args a = args_of(Bsz, K, H, P, G, N, Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm, C_stride, Dskip);
     a.y = y, a.y_stride = y_stride;
     ssd_work lay = ssd_work_of(Bsz, K, H, P, N, Q);
+    size_t optin = 0;
+    ST_TRY(smem_optin(&optin));
+    a.stage = fwd_smem_bytes(a.Q, P, N, 1) <= optin;
+    a.fused = a.stage && a.nc <= SSD_FUSE_MAX_CHUNKS;
     ST_TRY(launch_states(a, lay, work, 0, st));
-    ST_TRY(allow_smem(chunk_forward_kernel, fwd_smem_bytes(a.Q), a.Q));
-    chunk_forward_kernel<<<Bsz * H * a.nc, SSD_THREADS, fwd_smem_bytes(a.Q), st>>>(a, work + lay.states);
+    size_t bytes = fwd_smem_bytes(a.Q, P, N, a.stage);
+    ST_TRY(allow_smem(chunk_forward_kernel, bytes, a.Q));
+    chunk_forward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bytes, st>>>(a, work + lay.states, work + lay.decay);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
@@ -596,10 +732,16 @@ extern "C" int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G,
     ssd_dev_args a = args_of(Bsz, K, H, P, G, N, Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm, C_stride, Dskip);
     a.dy = dy, a.dy_stride = dy_stride, a.dx = dx, a.dx_stride = dx_stride, a.ddt = ddt, a.ddt_stride = ddt_stride;
     ssd_work lay = ssd_work_of(Bsz, K, H, P, N, Q);
+    size_t optin = 0;
+    ST_TRY(smem_optin(&optin));
+    a.stage = bwd_smem_bytes(a.Q, P, N, 1) <= optin;
+    a.fused = a.stage && a.nc <= SSD_FUSE_MAX_CHUNKS;
     ST_TRY(launch_states(a, lay, work, 1, st));
-    ST_TRY(allow_smem(chunk_backward_kernel, bwd_smem_bytes(a.Q), a.Q));
-    chunk_backward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bwd_smem_bytes(a.Q), st>>>(
-        a, work + lay.states, work + lay.dstates, work + lay.dBp, work + lay.dCp, work + lay.partA, work + lay.partD);
+    size_t bytes = bwd_smem_bytes(a.Q, P, N, a.stage);
+    ST_TRY(allow_smem(chunk_backward_kernel, bytes, a.Q));
+    chunk_backward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bytes, st>>>(
+        a, work + lay.states, work + lay.dstates, work + lay.decay, work + lay.dBp, work + lay.dCp, work + lay.partA,
+        work + lay.partD);
     ST_CUDA_LAUNCHED();
     size_t cells = (size_t)Bsz * K * G * N;
     int blocks = (int)((cells + SSD_THREADS - 1) / SSD_THREADS);
@@ -607,8 +749,7 @@ extern "C" int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G,
     reduce_group_kernel<<<blocks, SSD_THREADS, 0, st>>>(a, work + lay.dBp, work + lay.dCp, dB, dB_stride, dC,
                                                         dC_stride);
     ST_CUDA_LAUNCHED();
-    reduce_head_kernel<<<(H + SSD_THREADS - 1) / SSD_THREADS, SSD_THREADS, 0, st>>>(a, work + lay.partA,
-                                                                                    work + lay.partD, dA, dD);
+    reduce_head_kernel<<<H, SSD_THREADS, 0, st>>>(a, work + lay.partA, work + lay.partD, dA, dD);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -9,19 +9,22 @@
  * s and c are read through their own row strides only (the regression of
  * DESIGN section 1: the window's rows are F+C wide, never F).
  *
- * The selection GRN's linears run through cuBLAS (cuda/linear_cuda.h, in
- * its precision); the rest are plain kernels: one thread per output
- * element (the backward's dx products, element-wise steps), per row
- * (LayerNorm, softmax, the softmax backward) or per (row, variable) for the
- * fused per-variable GRNs, whose threads are ordered row-fastest so that a block
- * shares one variable and its weight reads are broadcasts. Parameter
- * gradients are reductions over all rows: the weight gradients are cuBLAS
- * products (dW += dy^T x, one per variable for the stacked GRNs), the
- * biases and the LayerNorm parameters column sums in double
- * (st_cuda_colsum_add, over per-row products for the LayerNorm weights):
- * no atomics, bit-identical run to run and independent of the callers'
- * strides. (A thread per weight summing the rows serially was half of a
- * default-preset training step: bench/NOTES.md.)
+ * Every matrix product runs through cuBLAS (cuda/linear_cuda.h, in its
+ * precision): the selection GRN's linears, and the F stacked per-variable
+ * GRNs as strided-batched products over the variables. The rest are plain
+ * kernels, each reading and writing rows contiguously: one thread per
+ * element (embedding, bias + activation, gates), a warp per (row,
+ * variable) for the per-variable norms and their backward (the lanes walk
+ * the Dv values, shuffles sum them), a warp per row for the softmax
+ * backward, a thread per row for the selection GRN's norm and softmax.
+ * Parameter gradients are reductions over all rows: the weight gradients
+ * cuBLAS products (dW += dy^T x, one per variable for the stacked GRNs),
+ * the biases and the LayerNorm weights column sums in double
+ * (st_cuda_colsum_add, over per-row products for the norm weights): no
+ * atomics, bit-identical run to run and independent of the callers'
+ * strides. (Threads per weight summing rows serially, then a thread per
+ * (row, variable) doing a whole GRN, were each half of a default-preset
+ * training step: bench/NOTES.md.)
  *
  * `saved` has the layout of vsn.c (sel_h1, sel_h2, sel_glu with sigma(g2),
  * sel_x, sel_mean, sel_rstd, alpha, var_h1, var_h2, var_glu with sigma(g2),
@@ -156,23 +159,6 @@ static __global__ void elu_kernel(size_t n, float *x) {
     GRID_LOOP(i, n) x[i] = dev_elu(x[i]);
 }
 
-/* dx[r, i] (=|+=) dy[r] . W[:, i], times ELU'(h[r, i]) when h is given
- * (h = ELU output, the activation's saved value). W [out, in]. */
-static __global__ void linear_dx_kernel(int rows, int in, int out, const float *dy, int dy_stride, const float *W,
-                                        const float *h, int h_stride, float *dx, int dx_stride, int accumulate) {
-    GRID_LOOP(idx, (size_t)rows * in) {
-        size_t r = idx / (size_t)in, i = idx % (size_t)in;
-        const float *dyr = dy + r * (size_t)dy_stride;
-        double acc = 0;
-        for (int o = 0; o < out; o++)
-            acc += (double)dyr[o] * (double)W[(size_t)o * in + i];
-        float d = (float)acc;
-        if (h) d *= elu_grad_from_out(h[r * (size_t)h_stride + i]);
-        float *dst = dx + r * (size_t)dx_stride + i;
-        *dst = accumulate ? *dst + d : d;
-    }
-}
-
 /* LayerNorm over n per row (one thread a row), statistics in double. */
 static __global__ void layernorm_rows_kernel(int rows, int n, const float *x, int x_stride, const float *w,
                                              const float *b, float *y, int y_stride, float *mean, float *rstd) {
@@ -270,49 +256,93 @@ static __global__ void softmax_kernel(int rows, int F, const float *logits, floa
 
 /* ---- the per-variable GRNs ---------------------------------------------- */
 
-/* One thread per (row r, variable j), r fastest: the whole GRN_j of row r,
- * each layer's output saved (and read back as the next layer's input):
- * h1 = ELU(fc1 e), h2 = fc2 h1, gl = glu h2 (g2 -> sigma), x = e + g1 sg,
- * and the LayerNorm statistics of x. */
-static __global__ void var_forward_kernel(int rows, int F, int Dv, const float *E, vsn_w w, vsn_saved sv) {
-    const size_t P = (size_t)F * Dv, DD = (size_t)Dv * Dv;
-    GRID_LOOP(idx, (size_t)rows * F) {
-        size_t r = idx % (size_t)rows, j = idx / (size_t)rows, col = j * (size_t)Dv;
-        const float *e = E + r * P + col;
-        float *h1 = sv.var_h1 + r * P + col, *h2 = sv.var_h2 + r * P + col;
-        float *gl = sv.var_glu + r * 2 * P + 2 * col, *x = sv.var_x + r * P + col;
-        const float *W1 = w.var_fc1_w + j * DD, *W2 = w.var_fc2_w + j * DD, *Wg = w.var_glu_w + 2 * j * DD;
-        for (int o = 0; o < Dv; o++) {
-            double acc = w.var_fc1_b[col + o];
-            for (int i = 0; i < Dv; i++)
-                acc += (double)W1[(size_t)o * Dv + i] * (double)e[i];
-            h1[o] = dev_elu((float)acc);
-        }
-        for (int o = 0; o < Dv; o++) {
-            double acc = w.var_fc2_b[col + o];
-            for (int i = 0; i < Dv; i++)
-                acc += (double)W2[(size_t)o * Dv + i] * (double)h1[i];
-            h2[o] = (float)acc;
-        }
-        for (int o = 0; o < 2 * Dv; o++) {
-            double acc = w.var_glu_b[2 * col + o];
-            for (int i = 0; i < Dv; i++)
-                acc += (double)Wg[(size_t)o * Dv + i] * (double)h2[i];
-            gl[o] = (float)acc;
-        }
-        double sum = 0;
-        for (int k = 0; k < Dv; k++) {
-            float sg = dev_sigmoid(gl[Dv + k]);
-            gl[Dv + k] = sg;
-            x[k] = e[k] + gl[k] * sg;
-            sum += x[k];
-        }
-        double mu = sum / Dv, var = 0;
-        for (int k = 0; k < Dv; k++)
-            var += ((double)x[k] - mu) * ((double)x[k] - mu);
-        sv.var_mean[r * F + j] = (float)mu;
-        sv.var_rstd[r * F + j] = (float)(1.0 / sqrt(var / Dv + VSN_EPS));
+/* The F stacked GRNs' products are strided-batched cuBLAS calls over the
+ * variables (variable j's Dv columns of a [rows, F*Dv] buffer are the
+ * batch member j: leading dimension F*Dv, batch stride Dv); what lies
+ * between them is element-wise, or a reduction over one variable's Dv
+ * values, done by a warp per (row, variable) whose lanes walk k. Every
+ * buffer is read and written row-contiguously (coalesced). */
+
+/* x[r, c] = act(x[r, c] + b[c]) over [rows, n] (act: ELU when elu, else
+ * the identity). */
+static __global__ void bias_act_kernel(int rows, int n, const float *b, float *x, int elu) {
+    GRID_LOOP(idx, (size_t)rows * n) {
+        float v = x[idx] + b[idx % (size_t)n];
+        x[idx] = elu ? dev_elu(v) : v;
     }
+}
+
+/* The sum of v over the 32 lanes of a warp, every lane getting it. */
+__device__ static double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Warps of the grid, each owning item `it` < n of a grid-stride loop; the
+ * whole warp stays in the loop together (its shuffles need every lane). */
+#define WARP_LOOP(it, n)                                                                                               \
+    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (n);                                 \
+         it += (size_t)gridDim.x * blockDim.x / 32)
+
+/* Launches kernel with a warp per item, n items. */
+template <typename... Params, typename... Args>
+static int launch_warps(size_t n, cudaStream_t st, void (*kernel)(Params...), Args... args) {
+    if (n == 0) return ST_OK;
+    size_t per_block = VSN_THREADS / 32, blocks = (n + per_block - 1) / per_block;
+    if (blocks > (1u << 30)) blocks = 1u << 30;
+    kernel<<<(unsigned)blocks, VSN_THREADS, 0, st>>>(args...);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+/* A warp per (row r, variable j) (j fastest): the glu's bias, the gate and
+ * the identity skip, x = e + g1 sigma(g2), with gl's second half becoming
+ * sigma(g2), and the LayerNorm statistics of x (double sums). */
+static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *E, const float *glu_b, vsn_saved sv) {
+    const size_t P = (size_t)F * Dv;
+    const int lane = threadIdx.x & 31;
+    WARP_LOOP(it, (size_t)rows * F) {
+        size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
+        float *gl = sv.var_glu + r * 2 * P + 2 * col, *x = sv.var_x + r * P + col;
+        const float *e = E + r * P + col, *gb = glu_b + 2 * col;
+        double sum = 0;
+        for (int k = lane; k < Dv; k += 32) {
+            float g1 = gl[k] + gb[k], sg = dev_sigmoid(gl[Dv + k] + gb[Dv + k]);
+            gl[k] = g1;
+            gl[Dv + k] = sg;
+            float xv = e[k] + g1 * sg;
+            x[k] = xv;
+            sum += xv;
+        }
+        double mu = warp_sum(sum) / Dv, var = 0;
+        for (int k = lane; k < Dv; k += 32)
+            var += ((double)x[k] - mu) * ((double)x[k] - mu);
+        var = warp_sum(var);
+        if (lane == 0) {
+            sv.var_mean[r * F + j] = (float)mu;
+            sv.var_rstd[r * F + j] = (float)(1.0 / sqrt(var / Dv + VSN_EPS));
+        }
+    }
+}
+
+/* The F GRNs forward from E: h1 = ELU(fc1 e), h2 = fc2 h1, gl = glu h2,
+ * then var_gate_kernel. */
+static int var_forward(int rows, int F, int Dv, const float *E, const vsn_w &w, const vsn_saved &sv,
+                       cudaStream_t st) {
+    const int P = F * Dv;
+    const long long DD = (long long)Dv * Dv;
+    const size_t R = (size_t)rows;
+    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, E, P, Dv, w.var_fc1_w, Dv, DD, 0.0f, sv.var_h1, P, Dv, F,
+                                st));
+    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc1_b, sv.var_h1, 1));
+    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, sv.var_h1, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, sv.var_h2, P,
+                                Dv, F, st));
+    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc2_b, sv.var_h2, 0));
+    ST_TRY(st_cuda_gemm_batched(0, 1, rows, 2 * Dv, Dv, 1.0f, sv.var_h2, P, Dv, w.var_glu_w, Dv, 2 * DD, 0.0f,
+                                sv.var_glu, 2 * P, 2 * Dv, F, st));
+    ST_TRY(launch_warps(R * F, st, var_gate_kernel, rows, F, Dv, E, w.var_glu_b, sv));
+    return ST_OK;
 }
 
 /* t_j[k] of row r from the saved LayerNorm input and statistics. */
@@ -334,101 +364,88 @@ static __global__ void combine_kernel(int rows, int F, int Dv, vsn_w w, vsn_save
     }
 }
 
-/* Per row: dalpha_j = dv . t_j (+ the caller's dalpha), then the softmax
- * backward dlog_j = alpha_j (dalpha_j - sum_i alpha_i dalpha_i). */
+/* A warp per row: dalpha_j = dv . t_j (+ the caller's dalpha), then the
+ * softmax backward dlog_j = alpha_j (dalpha_j - sum_i alpha_i dalpha_i). */
 static __global__ void dlog_kernel(int rows, int F, int Dv, vsn_w w, vsn_saved sv, const float *dv, int dv_stride,
                                    const float *dalpha, int dalpha_stride, float *dlog) {
-    GRID_LOOP(r, (size_t)rows) {
+    const int lane = threadIdx.x & 31;
+    WARP_LOOP(r, (size_t)rows) {
         const float *dvr = dv + r * (size_t)dv_stride, *a = sv.alpha + r * F;
         float *dl = dlog + r * F;
         double dot = 0;
         for (int j = 0; j < F; j++) {
-            double da = dalpha ? (double)dalpha[r * (size_t)dalpha_stride + j] : 0.0;
-            for (int k = 0; k < Dv; k++)
+            double da = 0;
+            for (int k = lane; k < Dv; k += 32)
                 da += (double)dvr[k] * (double)var_t(w, sv, r, F, Dv, j, k);
-            dl[j] = (float)da;
+            da = warp_sum(da) + (dalpha ? (double)dalpha[r * (size_t)dalpha_stride + j] : 0.0);
+            float daf = (float)da;
+            if (lane == 0) dl[j] = daf;
             dot += (double)a[j] * da;
         }
-        for (int j = 0; j < F; j++)
+        __syncwarp();
+        for (int j = lane; j < F; j += 32)
             dl[j] = (float)((double)a[j] * ((double)dl[j] - dot));
+        __syncwarp();
     }
 }
 
-/* One thread per (row r, variable j), r fastest: the backward of GRN_j from
- * dt_j = alpha_j dv: LayerNorm -> dx (the identity skip: dE = dx), the gate
- * -> dgl, glu -> dh2, fc2 and ELU -> dh1, fc1 -> dE += dh1 W1. */
-static __global__ void var_backward_kernel(int rows, int F, int Dv, vsn_w w, vsn_saved sv, const float *dv,
-                                           int dv_stride, vsn_work wk) {
-    const size_t P = (size_t)F * Dv, DD = (size_t)Dv * Dv;
-    GRID_LOOP(idx, (size_t)rows * F) {
-        size_t r = idx % (size_t)rows, j = idx / (size_t)rows, col = j * (size_t)Dv;
-        const float *dvr = dv + r * (size_t)dv_stride, *x = sv.var_x + r * P + col, *lw = w.var_ln_w + col;
-        const float *gl = sv.var_glu + r * 2 * P + 2 * col, *h1 = sv.var_h1 + r * P + col;
-        const float *W1 = w.var_fc1_w + j * DD, *W2 = w.var_fc2_w + j * DD, *Wg = w.var_glu_w + 2 * j * DD;
-        float *dE = wk.dE + r * P + col, *dgl = wk.dgl + r * 2 * P + 2 * col;
-        float *dh2 = wk.dh2 + r * P + col, *dh1 = wk.dh1 + r * P + col;
-        double a = sv.alpha[r * F + j], mean = sv.var_mean[r * F + j], rs = sv.var_rstd[r * F + j];
+/* A warp per (row r, variable j) (j fastest): the backward of norm j and
+ * the gate from dt_j = alpha_j dv: LayerNorm -> dx, which is dE (the
+ * identity skip; written, the fc1 path is added later), dgl = [dx sg;
+ * dx g1 sg (1 - sg)], and pw = dt xhat (the norm weight's per-row terms). */
+static __global__ void var_gate_bwd_kernel(int rows, int F, int Dv, const float *ln_w, vsn_saved sv, const float *dv,
+                                           int dv_stride, float *dE, float *dgl, float *pw) {
+    const size_t P = (size_t)F * Dv;
+    const int lane = threadIdx.x & 31;
+    WARP_LOOP(it, (size_t)rows * F) {
+        size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
+        const float *dvr = dv + r * (size_t)dv_stride, *x = sv.var_x + r * P + col, *lw = ln_w + col;
+        const float *gl = sv.var_glu + r * 2 * P + 2 * col;
+        const float mean = sv.var_mean[r * F + j], rs = sv.var_rstd[r * F + j];
+        const double a = sv.alpha[r * F + j];
         double sg = 0, sgx = 0;
-        for (int k = 0; k < Dv; k++) {
+        for (int k = lane; k < Dv; k += 32) {
             double gk = a * dvr[k] * lw[k];
             sg += gk;
-            sgx += gk * xhat_of(x[k], (float)mean, (float)rs);
+            sgx += gk * xhat_of(x[k], mean, rs);
         }
-        sg /= Dv;
-        sgx /= Dv;
-        for (int k = 0; k < Dv; k++) {
+        sg = warp_sum(sg) / Dv;
+        sgx = warp_sum(sgx) / Dv;
+        float *dEr = dE + r * P + col, *dg = dgl + r * 2 * P + 2 * col, *pwr = pw + r * P + col;
+        for (int k = lane; k < Dv; k += 32) {
+            float xh = xhat_of(x[k], mean, rs);
             double gk = a * dvr[k] * lw[k];
-            float dx = (float)(rs * (gk - sg - xhat_of(x[k], (float)mean, (float)rs) * sgx));
-            float sgt = gl[Dv + k];
-            dE[k] = dx;
-            dgl[k] = dx * sgt;
-            dgl[Dv + k] = dx * gl[k] * sgt * (1.0f - sgt);
-        }
-        for (int i = 0; i < Dv; i++) {
-            double acc = 0;
-            for (int o = 0; o < 2 * Dv; o++)
-                acc += (double)dgl[o] * (double)Wg[(size_t)o * Dv + i];
-            dh2[i] = (float)acc;
-        }
-        for (int i = 0; i < Dv; i++) {
-            double acc = 0;
-            for (int o = 0; o < Dv; o++)
-                acc += (double)dh2[o] * (double)W2[(size_t)o * Dv + i];
-            dh1[i] = (float)acc * elu_grad_from_out(h1[i]);
-        }
-        for (int i = 0; i < Dv; i++) {
-            double acc = 0;
-            for (int o = 0; o < Dv; o++)
-                acc += (double)dh1[o] * (double)W1[(size_t)o * Dv + i];
-            dE[i] += (float)acc;
+            float dx = (float)((double)rs * (gk - sg - xh * sgx)), sgt = gl[Dv + k];
+            dEr[k] = dx;
+            dg[k] = dx * sgt;
+            dg[Dv + k] = dx * gl[k] * sgt * (1.0f - sgt);
+            pwr[k] = (float)(a * dvr[k]) * xh;
         }
     }
 }
 
-/* The per-variable norms' per-row terms: pb[r, j, k] = alpha_j dv_k (the
- * gradient reaching norm j's output), pw = pb xhat; var_ln_b and var_ln_w
- * gain their column sums. */
-static __global__ void var_ln_prod_kernel(int rows, int F, int Dv, vsn_saved sv, const float *dv, int dv_stride,
-                                          float *pw, float *pb) {
-    const size_t P = (size_t)F * Dv;
-    GRID_LOOP(idx, (size_t)rows * P) {
-        size_t r = idx / P, jk = idx % P, j = jk / (size_t)Dv, k = jk % (size_t)Dv;
-        float dt = sv.alpha[r * F + j] * dv[r * (size_t)dv_stride + k];
-        pb[idx] = dt;
-        pw[idx] = dt * xhat_of(sv.var_x[idx], sv.var_mean[r * F + j], sv.var_rstd[r * F + j]);
-    }
+/* d[r, c] *= ELU'(h[r, c]) over [rows, n] (h the ELU's output). */
+static __global__ void elu_bwd_kernel(int rows, int n, const float *h, float *d) {
+    GRID_LOOP(idx, (size_t)rows * n) d[idx] *= elu_grad_from_out(h[idx]);
 }
 
-/* ds[r, j] = dE[r, j, :] . embed_w[j]. */
-static __global__ void embed_ds_kernel(int rows, int F, int Dv, const float *dE, const float *ew, float *ds,
-                                       int ds_stride) {
+/* A warp per (row r, variable j): ds[r, j] = dE[r, j, :] . embed_w[j], and
+ * the embedding weight's per-row terms pe[r, j, k] = dE[r, j, k] s[r, j]. */
+static __global__ void embed_bwd_kernel(int rows, int F, int Dv, const float *dE, const float *ew, const float *s,
+                                        int s_stride, float *ds, int ds_stride, float *pe) {
     const size_t P = (size_t)F * Dv;
-    GRID_LOOP(idx, (size_t)rows * F) {
-        size_t r = idx / (size_t)F, j = idx % (size_t)F;
+    const int lane = threadIdx.x & 31;
+    WARP_LOOP(it, (size_t)rows * F) {
+        size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
+        const float sj = s[r * (size_t)s_stride + j];
         double acc = 0;
-        for (int k = 0; k < Dv; k++)
-            acc += (double)dE[r * P + j * Dv + k] * (double)ew[j * Dv + k];
-        ds[r * (size_t)ds_stride + j] = (float)acc;
+        for (int k = lane; k < Dv; k += 32) {
+            float d = dE[r * P + col + k];
+            acc += (double)d * (double)ew[col + k];
+            pe[r * P + col + k] = d * sj;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0 && ds) ds[r * (size_t)ds_stride + j] = (float)acc;
     }
 }
 
@@ -470,18 +487,12 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     vsn_work wk = work_at(work, rows, F, Dv);
     ST_TRY(launch_n(R * F * Dv, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
     ST_TRY(sel_forward(rows, F, C, Dv, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
-    ST_TRY(launch_n(R * F, st, var_forward_kernel, rows, F, Dv, (const float *)wk.E, *w, sv));
+    ST_TRY(var_forward(rows, F, Dv, wk.E, *w, sv, st));
     ST_TRY(launch_n(R * Dv, st, combine_kernel, rows, F, Dv, *w, sv, v, v_stride));
     return ST_OK;
 }
 
 /* ---- host: backward ------------------------------------------------------ */
-
-/* dy [rows, out] (stride dy_stride) of a linear on x: dW += dy^T x, db += colsum dy. */
-static int linear_params(int rows, int in, int out, const float *x, int x_stride, const float *dy, int dy_stride,
-                         float *dW, float *db, cudaStream_t st) {
-    return st_cuda_linear_backward(rows, in, out, x, x_stride, NULL, dy, dy_stride, NULL, 0, 0, dW, db, st);
-}
 
 /* The stacked GRNs' weight gradients: for each variable g < groups,
  * dW[g] ([out, in]) += dy_g^T x_g with dy_g = dy + g*dy_goff and
@@ -511,39 +522,54 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *c, int c_st
     ST_TRY(
         launch_n(R * F, st, sel_gate_bwd_kernel, rows, F, (const float *)sv.sel_glu, (const float *)wk.dxs, wk.dgls));
     /* skip: dE += dxs W_skip */
-    ST_TRY(launch_n(R * P, st, linear_dx_kernel, rows, P, F, (const float *)wk.dxs, F, w.sel_skip_w,
-                    (const float *)NULL, 0, wk.dE, P, 1));
-    ST_TRY(linear_params(rows, P, F, wk.E, P, wk.dxs, F, g.sel_skip_w, g.sel_skip_b, st));
+    ST_TRY(st_cuda_linear_backward(rows, P, F, wk.E, P, w.sel_skip_w, wk.dxs, F, wk.dE, P, 1, g.sel_skip_w,
+                                   g.sel_skip_b, st));
     /* glu: dh2s = dgls W_glu */
-    ST_TRY(launch_n(R * Hs, st, linear_dx_kernel, rows, Hs, 2 * F, (const float *)wk.dgls, 2 * F, w.sel_glu_w,
-                    (const float *)NULL, 0, wk.dh2s, Hs, 0));
-    ST_TRY(linear_params(rows, Hs, 2 * F, sv.sel_h2, Hs, wk.dgls, 2 * F, g.sel_glu_w, g.sel_glu_b, st));
+    ST_TRY(st_cuda_linear_backward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, wk.dgls, 2 * F, wk.dh2s, Hs, 0,
+                                   g.sel_glu_w, g.sel_glu_b, st));
     /* fc2 and the ELU: dh1s = (dh2s W_fc2) ELU'(h1) */
-    ST_TRY(launch_n(R * Hs, st, linear_dx_kernel, rows, Hs, Hs, (const float *)wk.dh2s, Hs, w.sel_fc2_w,
-                    (const float *)sv.sel_h1, Hs, wk.dh1s, Hs, 0));
-    ST_TRY(linear_params(rows, Hs, Hs, sv.sel_h1, Hs, wk.dh2s, Hs, g.sel_fc2_w, g.sel_fc2_b, st));
+    ST_TRY(st_cuda_linear_backward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, wk.dh2s, Hs, wk.dh1s, Hs, 0,
+                                   g.sel_fc2_w, g.sel_fc2_b, st));
+    ST_TRY(launch_n(R * Hs, st, elu_bwd_kernel, rows, Hs, (const float *)sv.sel_h1, wk.dh1s));
     /* fc1: dE += dh1s W_fc1; ctx: dc (=|+=) dh1s W_ctx */
-    ST_TRY(launch_n(R * P, st, linear_dx_kernel, rows, P, Hs, (const float *)wk.dh1s, Hs, w.sel_fc1_w,
-                    (const float *)NULL, 0, wk.dE, P, 1));
-    ST_TRY(linear_params(rows, P, Hs, wk.E, P, wk.dh1s, Hs, g.sel_fc1_w, g.sel_fc1_b, st));
-    if (dc && C > 0)
-        ST_TRY(launch_n(R * C, st, linear_dx_kernel, rows, C, Hs, (const float *)wk.dh1s, Hs, w.sel_ctx_w,
-                        (const float *)NULL, 0, dc, dc_stride, dc_accumulate));
-    if (C > 0) ST_TRY(linear_params(rows, C, Hs, c, c_stride, wk.dh1s, Hs, g.sel_ctx_w, (float *)NULL, st));
+    ST_TRY(st_cuda_linear_backward(rows, P, Hs, wk.E, P, w.sel_fc1_w, wk.dh1s, Hs, wk.dE, P, 1, g.sel_fc1_w,
+                                   g.sel_fc1_b, st));
+    if (C > 0)
+        ST_TRY(st_cuda_linear_backward(rows, C, Hs, c, c_stride, w.sel_ctx_w, wk.dh1s, Hs, dc, dc_stride,
+                                       dc_accumulate, g.sel_ctx_w, (float *)NULL, st));
     return ST_OK;
 }
 
-/* The per-variable GRNs' parameter gradients (grouped over variables) and
- * their biases as column sums. */
-static int var_params(int rows, int F, int Dv, const vsn_g &g, const vsn_saved &sv, const vsn_work &wk,
-                      cudaStream_t st) {
+/* The F GRNs backward from dv (alpha and the saved forward): dE (the
+ * skip and fc1 paths; the selection GRN's are added later), every
+ * parameter gradient of vsn.var. The products are batched over the
+ * variables; the weight gradients a product per variable (dW_j += dy_j^T
+ * x_j, inner dimension rows), the biases and norm weights column sums. */
+static int var_backward(int rows, int F, int Dv, const float *dv, int dv_stride, const vsn_w &w, const vsn_g &g,
+                        const vsn_saved &sv, const vsn_work &wk, cudaStream_t st) {
     const int P = F * Dv;
-    const size_t DD = (size_t)Dv * Dv;
-    (void)DD;
+    const long long DD = (long long)Dv * Dv;
+    const size_t R = (size_t)rows;
+    float *pw = wk.dh1; /* the norm weight's per-row terms, until dh1 is formed */
+    ST_TRY(launch_warps(R * F, st, var_gate_bwd_kernel, rows, F, Dv, w.var_ln_w, sv, dv, dv_stride, wk.dE, wk.dgl,
+                        pw));
+    ST_TRY(st_cuda_colsum_add(rows, P, pw, P, g.var_ln_w, st));
+    /* ln_b[j, k] += sum_r alpha[r, j] dv[r, k] */
+    ST_TRY(st_cuda_gemm(1, 0, F, Dv, rows, 1.0f, sv.alpha, F, dv, dv_stride, 1.0f, g.var_ln_b, Dv, st));
+    /* glu: dh2 = dgl W_glu */
+    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, 2 * Dv, 1.0f, wk.dgl, 2 * P, 2 * Dv, w.var_glu_w, Dv, 2 * DD, 0.0f,
+                                wk.dh2, P, Dv, F, st));
     ST_TRY(grouped_dw(rows, F, Dv, 2 * Dv, wk.dgl, 2 * P, 2 * Dv, sv.var_h2, P, Dv, g.var_glu_w, st));
     ST_TRY(st_cuda_colsum_add(rows, 2 * P, wk.dgl, 2 * P, g.var_glu_b, st));
+    /* fc2 and the ELU: dh1 = (dh2 W_fc2) ELU'(h1) */
+    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, wk.dh2, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, wk.dh1, P, Dv, F,
+                                st));
+    ST_TRY(launch_n(R * P, st, elu_bwd_kernel, rows, P, (const float *)sv.var_h1, wk.dh1));
     ST_TRY(grouped_dw(rows, F, Dv, Dv, wk.dh2, P, Dv, sv.var_h1, P, Dv, g.var_fc2_w, st));
     ST_TRY(st_cuda_colsum_add(rows, P, wk.dh2, P, g.var_fc2_b, st));
+    /* fc1: dE += dh1 W_fc1 */
+    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, wk.dh1, P, Dv, w.var_fc1_w, Dv, DD, 1.0f, wk.dE, P, Dv, F,
+                                st));
     ST_TRY(grouped_dw(rows, F, Dv, Dv, wk.dh1, P, Dv, wk.E, P, Dv, g.var_fc1_w, st));
     ST_TRY(st_cuda_colsum_add(rows, P, wk.dh1, P, g.var_fc1_b, st));
     return ST_OK;
@@ -562,20 +588,13 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     vsn_saved sv = saved_at((float *)saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
     ST_TRY(launch_n(R * P, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
-    ST_TRY(launch_n(R, st, dlog_kernel, rows, F, Dv, *w, sv, dv, dv_stride, dalpha, dalpha_stride, wk.dlog));
-    ST_TRY(launch_n(R * F, st, var_backward_kernel, rows, F, Dv, *w, sv, dv, dv_stride, wk));
-    ST_TRY(var_params(rows, F, Dv, *g, sv, wk, st)); /* the last reader of dgl, dh2, dh1 */
-    /* the per-variable norms' parameters: the per-row products in dgl (free now), then column sums */
-    float *pw = wk.dgl, *pb = wk.dgl + R * P;
-    ST_TRY(launch_n(R * P, st, var_ln_prod_kernel, rows, F, Dv, sv, dv, dv_stride, pw, pb));
-    ST_TRY(st_cuda_colsum_add(rows, (int)P, pw, (int)P, g->var_ln_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, (int)P, pb, (int)P, g->var_ln_b, st));
+    ST_TRY(launch_warps(R, st, dlog_kernel, rows, F, Dv, *w, sv, dv, dv_stride, dalpha, dalpha_stride, wk.dlog));
+    ST_TRY(var_backward(rows, F, Dv, dv, dv_stride, *w, *g, sv, wk, st));
     ST_TRY(sel_backward(rows, F, C, Dv, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
-    if (ds) ST_TRY(launch_n(R * F, st, embed_ds_kernel, rows, F, Dv, (const float *)wk.dE, w->embed_w, ds, ds_stride));
-    /* embed_w[j, :] += dE_j^T s_j (a product per variable), embed_b += colsum(dE) */
-    for (int j = 0; j < F; j++)
-        ST_TRY(st_cuda_gemm(1, 0, Dv, 1, rows, 1.0f, wk.dE + (size_t)j * Dv, (int)P, s + j, s_stride, 1.0f,
-                            g->embed_w + (size_t)j * Dv, 1, st));
+    /* ds = dE . embed_w per variable; embed_w += colsum(dE s) (the products in dh2, free now), embed_b += colsum(dE) */
+    ST_TRY(launch_warps(R * F, st, embed_bwd_kernel, rows, F, Dv, (const float *)wk.dE, w->embed_w, s, s_stride, ds,
+                        ds_stride, wk.dh2));
+    ST_TRY(st_cuda_colsum_add(rows, (int)P, wk.dh2, (int)P, g->embed_w, st));
     ST_TRY(st_cuda_colsum_add(rows, (int)P, wk.dE, (int)P, g->embed_b, st));
     return ST_OK;
 }

@@ -509,6 +509,7 @@ int main(void) {
         {"odd 13->29 (dx +=)", 61, 13, 29, 1, 1, 1},
         {"1 row 29->11", 1, 29, 11, 1, 0, 1},
         {"1 row 20->3 (dx +=)", 1, 20, 3, 1, 1, 0},
+        {"70001 rows 13->29 (column sums over 64 row splits, the last short)", 70001, 13, 29, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i], 1000 + i);

@@ -452,6 +452,11 @@ static void run_all(void) {
     test_grid(4, 16, 2, 16, 3000);
     test_one("batch of 64 windows", 64, 32, 4, 16, 1, 16, 16, 4000);
     test_one("default shape", 8, 64, 8, 32, 1, 64, 32, 5000);
+    test_one("large preset shape (backward unstaged: too big)", 2, 128, 8, 64, 1, 128, 64, 5500);
+    st_cuda_ssd_set_staging(0);
+    test_one("default shape, rows read from global memory", 8, 64, 8, 32, 1, 64, 32, 5000);
+    test_grid(8, 24, 2, 10, 2000);
+    st_cuda_ssd_set_staging(1);
     test_long_window(64);
     test_long_window(32);
     test_bad_sizes();

@@ -1,5 +1,7 @@
-/* ssd.cu: the Mamba2 SSD scan on the GPU (float32 storage, double
- * accumulation), forward and backward; the C API is cuda/ssd_cuda.h and the
+/* ssd.cu: the Mamba2 SSD scan on the GPU (float32 storage; the products
+ * over N and P accumulate in float, the decays, their segment sums and
+ * exponentials and every sum over chunks or rows in double), forward and
+ * backward; the C API is cuda/ssd_cuda.h and the
  * math that of model/ssd.c, which it mirrors chunk by chunk.
  *
  * Per (b, h), a_t = dt_t A (<= 0), S_{-1} = 0 (S is P x N):
@@ -15,8 +17,12 @@
  * Forward, three launches:
  *   1. chunk_summary  (one block per (b, h, chunk)): the chunk's own state
  *      X^T diag(w) B and its total decay e[L-1];
- *   2. state_pass     (one block per (b, h)): S_in of every chunk by the
- *      recurrence S_in[c+1] = e_c[L-1] S_in[c] + local[c], in place;
+ *   2. state_pass     (a thread per (b, h, state element)): S_in of every
+ *      chunk by the recurrence S_in[c+1] = e_c[L-1] S_in[c] + local[c], in
+ *      place; only for more than SSD_FUSE_MAX_CHUNKS chunks, or without
+ *      staging: otherwise each chunk kernel runs the same recurrence over
+ *      the chunks before it as it stages S_in (stage_state), which reads
+ *      less than the pass and saves a launch;
  *   3. chunk_forward  (one block per (b, h, chunk)): Y of the chunk.
  * Backward, mirroring it (formulas as in ssd.c):
  *   1. chunk_summary also forms U[c] = dY^T diag(e) C of each chunk;
@@ -28,6 +34,11 @@
  *   5. reduce_head: dA, dD += sum over (b, chunk) in order.
  * No atomics: every sum has one owner thread and a fixed order, so results
  * are bit-identical run to run and do not depend on the row strides.
+ * Shared memory: where the device allows it (st_cuda_ssd_set_staging), the
+ * chunk kernels first copy the chunk's rows of x, B, C, dy and its boundary
+ * states into shared memory at odd row strides (stage_chunk), and every
+ * product then reads shared memory without bank conflicts (bench/NOTES.md
+ * has what each step gained).
  *
  * Work (floats): states, dstates [Bsz H nc, P N]; decay [Bsz H nc];
  * dBp, dCp [Bsz H, K N]; dA and dD partials [Bsz H nc] each. */
@@ -102,11 +113,11 @@ __device__ static float dy_at(const ssd_dev_args &a, const ssd_chunk &k, int t, 
     return (void)a, k.dY[(size_t)t * k.dys + p];
 }
 
-/* C_t . B_s over N, in double. */
-__device__ static double cb_dot(const ssd_dev_args &a, const ssd_chunk &k, int t, int s) {
-    double g = 0;
+/* C_t . B_s over N (float accumulation, as every product over N or P). */
+__device__ static float cb_dot(const ssd_dev_args &a, const ssd_chunk &k, int t, int s) {
+    float g = 0;
     for (int n = 0; n < a.N; n++)
-        g += (double)c_at(a, k, t, n) * (double)b_at(a, k, s, n);
+        g += c_at(a, k, t, n) * b_at(a, k, s, n);
     return g;
 }
 
@@ -236,18 +247,19 @@ extern "C" size_t st_cuda_ssd_work_count(int Bsz, int K, int H, int P, int G, in
 
 /* One block per (b, h, chunk): states[blk] = X^T diag(w) B, decay[blk] =
  * e[L-1]; with dstates, also dstates[blk] = dY^T diag(e) C.
- * Shared: ai, dtv, w, e [Q] doubles. */
+ * Shared: ai, dtv [Q] doubles, w, e [Q] floats (in the space of 2Q doubles). */
 static __global__ void chunk_summary_kernel(ssd_dev_args a, float *states, float *dstates, float *decay) {
     extern __shared__ double sm_sum[];
     const ssd_chunk k0 = chunk_of(a, blockIdx.x);
-    double *ai = sm_sum, *dtv = ai + a.Q, *w = dtv + a.Q, *e = w + a.Q;
+    double *ai = sm_sum, *dtv = ai + a.Q;
+    float *w = (float *)(dtv + a.Q), *e = w + a.Q;
     ssd_chunk k = k0;
-    stage_chunk(a, k, (float *)(e + a.Q), dstates != NULL, dstates != NULL);
+    stage_chunk(a, k, (float *)(sm_sum + 4 * (size_t)a.Q), dstates != NULL, dstates != NULL);
     load_decays(a, k, ai, dtv);
     __syncthreads();
     for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
-        w[i] = exp(segment(ai, k.L - 1, i)) * dtv[i];
-        e[i] = exp(prefix(ai, i));
+        w[i] = (float)(exp(segment(ai, k.L - 1, i)) * dtv[i]);
+        e[i] = (float)exp(prefix(ai, i));
     }
     if (threadIdx.x == 0) decay[blockIdx.x] = (float)exp(prefix(ai, k.L - 1));
     __syncthreads();
@@ -256,13 +268,13 @@ static __global__ void chunk_summary_kernel(ssd_dev_args a, float *states, float
     float *U = dstates ? dstates + (size_t)blockIdx.x * pn : NULL;
     for (size_t idx = threadIdx.x; idx < pn; idx += blockDim.x) {
         int p = (int)(idx / (size_t)a.N), n = (int)(idx % (size_t)a.N);
-        double s = 0, u = 0;
+        float s = 0, u = 0;
         for (int t = 0; t < k.L; t++) {
-            s += (double)x_at(a, k, t, p) * w[t] * (double)b_at(a, k, t, n);
-            if (U) u += (double)dy_at(a, k, t, p) * e[t] * (double)c_at(a, k, t, n);
+            s += x_at(a, k, t, p) * w[t] * b_at(a, k, t, n);
+            if (U) u += dy_at(a, k, t, p) * e[t] * c_at(a, k, t, n);
         }
-        S[idx] = (float)s;
-        if (U) U[idx] = (float)u;
+        S[idx] = s;
+        if (U) U[idx] = u;
     }
 }
 
@@ -320,16 +332,16 @@ static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states,
     __syncthreads();
     for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
         int t = idx / a.P, p = idx % a.P;
-        double acc = 0;
+        float acc = 0;
         for (int s = 0; s <= t; s++)
-            acc += (double)M[t * L + s] * (double)x_at(a, k, s, p);
+            acc += M[t * L + s] * x_at(a, k, s, p);
         if (k.c > 0) {
-            double cs = 0;
+            float cs = 0;
             for (int n = 0; n < a.N; n++)
-                cs += (double)c_at(a, k, t, n) * (double)Sin[(size_t)p * sin_ld + n];
-            acc += e[t] * cs;
+                cs += c_at(a, k, t, n) * Sin[(size_t)p * sin_ld + n];
+            acc += (float)e[t] * cs;
         }
-        acc += k.D * (double)x_at(a, k, t, p);
+        acc += (float)k.D * x_at(a, k, t, p);
         a.y[(k.row0 + (size_t)t) * (size_t)a.y_stride + (size_t)k.h * (size_t)a.P + (size_t)p] = (float)acc;
     }
 }
@@ -337,7 +349,7 @@ static __global__ void chunk_forward_kernel(ssd_dev_args a, const float *states,
 /* Shared memory of chunk_backward: the doubles first (8-byte aligned). */
 struct ssd_bwd_smem {
     double *ai, *dtv, *e, *last, *dd, *de, *sa, *red;
-    double *xds, *dys; /* [L, N]: (X dS_out)[i, n] and (dY S_in)[i, n] */
+    float *xds, *dys; /* [L, N]: (X dS_out)[i, n] and (dY S_in)[i, n] */
     float *G, *Lm, *dM, *stage;
 };
 
@@ -351,9 +363,9 @@ __device__ static ssd_bwd_smem bwd_smem(double *base, int Q, int N) {
     m.de = m.dd + Q;
     m.sa = m.de + Q;
     m.red = m.sa + Q;
-    m.xds = m.red + SSD_THREADS;
+    m.xds = (float *)(m.red + SSD_THREADS);
     m.dys = m.xds + (size_t)Q * N;
-    m.G = (float *)(m.dys + (size_t)Q * N);
+    m.G = m.dys + (size_t)Q * N;
     m.Lm = m.G + (size_t)Q * Q;
     m.dM = m.Lm + (size_t)Q * Q;
     m.stage = m.dM + (size_t)Q * Q;
@@ -362,8 +374,8 @@ __device__ static ssd_bwd_smem bwd_smem(double *base, int Q, int N) {
 
 /* Shared bytes of each kernel, with (stage) or without the staged rows. */
 static size_t bwd_smem_bytes(int Q, int P, int N, int stage) {
-    return sizeof(double) * (7 * (size_t)Q + SSD_THREADS + 2 * (size_t)Q * N) +
-           sizeof(float) * (3 * (size_t)Q * (size_t)Q + (stage ? stage_floats(Q, P, N, 1, 1, 2) : 0));
+    return sizeof(double) * (7 * (size_t)Q + SSD_THREADS) +
+           sizeof(float) * (2 * (size_t)Q * N + 3 * (size_t)Q * (size_t)Q + (stage ? stage_floats(Q, P, N, 1, 1, 2) : 0));
 }
 static size_t fwd_smem_bytes(int Q, int P, int N, int stage) {
     return sizeof(double) * 3 * (size_t)Q +
@@ -388,10 +400,10 @@ __device__ static void bwd_products(const ssd_dev_args &a, const ssd_chunk &k, s
         if (s <= t) {
             l = (float)exp(segment(m.ai, t, s));
             g = (float)cb_dot(a, k, t, s);
-            double acc = 0;
+            float acc = 0;
             for (int p = 0; p < a.P; p++)
-                acc += (double)dy_at(a, k, t, p) * (double)x_at(a, k, s, p);
-            d = (float)acc;
+                acc += dy_at(a, k, t, p) * x_at(a, k, s, p);
+            d = acc;
         }
         m.G[idx] = g;
         m.Lm[idx] = l;
@@ -428,10 +440,10 @@ __device__ static void bwd_boundary(const ssd_dev_args &a, const ssd_chunk &k, s
     const size_t pn = (size_t)a.P * (size_t)a.N;
     for (int idx = threadIdx.x; idx < L * a.N; idx += blockDim.x) {
         int i = idx / a.N, n = idx % a.N;
-        double xds = 0, ys = 0;
+        float xds = 0, ys = 0;
         for (int p = 0; p < a.P; p++) {
-            if (has_out) xds += (double)x_at(a, k, i, p) * (double)dSo[(size_t)p * dso_ld + n];
-            if (has_in) ys += (double)dy_at(a, k, i, p) * (double)Sin[(size_t)p * sin_ld + n];
+            if (has_out) xds += x_at(a, k, i, p) * dSo[(size_t)p * dso_ld + n];
+            if (has_in) ys += dy_at(a, k, i, p) * Sin[(size_t)p * sin_ld + n];
         }
         m.xds[idx] = xds;
         m.dys[idx] = ys;
@@ -507,30 +519,30 @@ __device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, co
     const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
     for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
         int s = idx / a.P, p = idx % a.P;
-        double acc = 0;
+        float acc = 0;
         for (int t = s; t < L; t++)
-            acc += (double)m.G[t * L + s] * (double)dy_at(a, k, t, p);
+            acc += m.G[t * L + s] * dy_at(a, k, t, p);
         if (has_out) {
-            double bd = 0;
+            float bd = 0;
             for (int n = 0; n < a.N; n++)
-                bd += (double)b_at(a, k, s, n) * (double)dSo[(size_t)p * dso_ld + n];
-            acc += m.last[s] * m.dtv[s] * bd;
+                bd += b_at(a, k, s, n) * dSo[(size_t)p * dso_ld + n];
+            acc += (float)(m.last[s] * m.dtv[s]) * bd;
         }
-        acc += k.D * (double)dy_at(a, k, s, p);
+        acc += (float)k.D * dy_at(a, k, s, p);
         a.dx[(k.row0 + (size_t)s) * (size_t)a.dx_stride + (size_t)k.h * (size_t)a.P + (size_t)p] = (float)acc;
     }
     for (int idx = threadIdx.x; idx < L * a.N; idx += blockDim.x) {
         int t = idx / a.N, n = idx % a.N;
-        double dc = 0, db = 0;
+        float dc = 0, db = 0;
         for (int s = 0; s <= t; s++)
-            dc += (double)m.dM[t * L + s] * (double)b_at(a, k, s, n);
+            dc += m.dM[t * L + s] * b_at(a, k, s, n);
         for (int u = t; u < L; u++) /* row t as the s index of dB */
-            db += (double)m.dM[u * L + t] * (double)c_at(a, k, u, n);
-        if (has_in) dc += m.e[t] * m.dys[(size_t)t * a.N + n];
-        if (has_out) db += m.last[t] * m.dtv[t] * m.xds[(size_t)t * a.N + n];
+            db += m.dM[u * L + t] * c_at(a, k, u, n);
+        if (has_in) dc += (float)m.e[t] * m.dys[(size_t)t * a.N + n];
+        if (has_out) db += (float)(m.last[t] * m.dtv[t]) * m.xds[(size_t)t * a.N + n];
         size_t off = (size_t)(k.t0 + t) * (size_t)a.N + (size_t)n;
-        dCh[off] = (float)dc;
-        dBh[off] = (float)db;
+        dCh[off] = dc;
+        dBh[off] = db;
     }
 }
 

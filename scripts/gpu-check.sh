@@ -8,6 +8,8 @@
 #             leave out, e.g. "test_learning|test_csv"), then every
 #             test_cuda_* one at a time with its full output (SKIP_CUDA_TESTS)
 #   torch     whole-model parity with PyTorch autograd in float64 (3 presets)
+#   learning  test_cuda_learning alone (the default preset trains on the GPU
+#             and passes the CPU's learning check), its log in learning.log
 #   sanitize  compute-sanitizer memcheck and racecheck over every GPU test
 #             (SSMTRADE_TEST_QUICK=1 shrinks the long loops)
 #   profile   per-kernel times (ncu) of one training step and one action step
@@ -74,6 +76,13 @@ if has torch; then
   done
   python3 scripts/torch_parity.py /tmp/mio_tiny /tmp/mio_odd /tmp/mio_default >"$OUT/torch_parity.log" 2>&1 || rc=1
   tail -15 "$OUT/torch_parity.log"
+fi
+
+if has learning; then
+  stamp learning
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
+  timeout ${LEARNING_TIMEOUT:-600} build-gpu/test_cuda_learning >"$OUT/learning.log" 2>&1 || rc=1
+  grep -E "updates, |passed, [0-9]+ failed|^FAIL|expectancy|oracle|random|explained" "$OUT/learning.log" | tail -20
 fi
 
 if has sanitize; then

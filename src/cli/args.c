@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/problems.h"
+#include "core/whole_number.h"
 
 static const st_flag *find_spec(const st_flag *spec, int n, const char *name, size_t len) {
     for (int i = 0; i < n; i++)
@@ -91,7 +92,7 @@ static void load_config(const char *path, const st_flag *spec, int n_spec, st_ar
         else if (cJSON_IsBool(it)) {
             if (cJSON_IsTrue(it)) rc = set(a, s->name, "1");
         } else if (cJSON_IsNumber(it)) {
-            snprintf(num, sizeof num, "%.17g", it->valuedouble);
+            st_json_number_text(it->valuedouble, num, sizeof num);
             rc = set(a, s->name, num);
         } else {
             st_problem_add(p, "--config %s: key '%s' must be a string, number or boolean", path, it->string);
@@ -175,13 +176,7 @@ int st_args_i64(const st_args *a, const char *name, long long def, long long *ou
         *out = def;
         return ST_OK;
     }
-    char *end;
-    errno = 0;
-    double dv = strtod(v, &end); /* accepts 1e6 and 2048 alike */
-    ST_REQUIRE(end != v && *end == 0 && errno == 0 && dv == (double)(long long)dv, ST_ERR_INPUT,
-               "--%s: '%s' is not a whole number", name, v);
-    *out = (long long)dv;
-    return ST_OK;
+    return st_parse_whole(name, v, out);
 }
 
 int st_args_int(const st_args *a, const char *name, int def, int *out) {

@@ -436,6 +436,8 @@ static void check_run(const st_args *a, st_train_config *cfg, int gpu, st_safete
     st_problems_take(p, st_run_apply_args(a, cfg));
     if (ckpt_json) check_resume_flags(resume, ckpt_json, cfg, p);
     free(ckpt_json);
+    const char *inject = st_args_str(a, "inject", NULL); /* its label is looked up once the run's sizes exist */
+    if (inject && inject[0]) st_problems_take(p, st_trace_check_inject(inject));
     int cfg_ok = st_problems_take(p, st_train_config_validate(cfg)) == ST_OK;
     st_run_check_data(cfg, p);
     check_out(st_args_str(a, "out", "runs/train"), p);

@@ -90,7 +90,9 @@ static int parse_i64(const char *s, int64_t *out) {
     return 1;
 }
 
-int st_trace_set_inject(st_trace *tr, const char *spec) {
+/* The parts of LABEL:STEP:INDEX[:KIND] (label into name[64]), every
+ * problem of the text itself an error; the label is not looked up. */
+static int parse_inject(const char *spec, char *name, int64_t *step, int64_t *index, int *kind) {
     char buf[128];
     ST_REQUIRE(strlen(spec) < sizeof buf, ST_ERR_INPUT, "--inject %s: too long", spec);
     snprintf(buf, sizeof buf, "%s", spec);
@@ -103,24 +105,40 @@ int st_trace_set_inject(st_trace *tr, const char *spec) {
         if (p) *p++ = 0;
     }
     ST_REQUIRE(!p && (n == 3 || n == 4), ST_ERR_INPUT, "--inject %s: expected LABEL:STEP:INDEX[:nan|inf|-inf]", spec);
-    int id = st_labels_find(&tr->labels, part[0]);
-    ST_REQUIRE(id >= 0, ST_ERR_INPUT, "--inject %s: no label named '%s' (ssmtrade labels lists them)", spec, part[0]);
-    st_trace_inject in = {.armed = 1, .label = id};
-    ST_REQUIRE(parse_i64(part[1], &in.step), ST_ERR_INPUT, "--inject %s: bad step '%s'", spec, part[1]);
-    ST_REQUIRE(parse_i64(part[2], &in.index), ST_ERR_INPUT, "--inject %s: bad index '%s'", spec, part[2]);
-    const st_label *l = &tr->labels.l[id];
-    ST_REQUIRE(in.index < l->rows * l->width, ST_ERR_INPUT, "--inject %s: index %lld outside %s (%lld elements)", spec,
-               (long long)in.index, l->name, (long long)(l->rows * l->width));
-    in.kind = ST_TRACE_NAN;
+    ST_REQUIRE(strlen(part[0]) < 64, ST_ERR_INPUT, "--inject %s: label '%s' is too long", spec, part[0]);
+    snprintf(name, 64, "%s", part[0]);
+    ST_REQUIRE(parse_i64(part[1], step), ST_ERR_INPUT, "--inject %s: bad step '%s'", spec, part[1]);
+    ST_REQUIRE(parse_i64(part[2], index), ST_ERR_INPUT, "--inject %s: bad index '%s'", spec, part[2]);
+    *kind = ST_TRACE_NAN;
     if (n == 4) {
         if (strcmp(part[3], "inf") == 0 || strcmp(part[3], "+inf") == 0)
-            in.kind = ST_TRACE_POS_INF;
+            *kind = ST_TRACE_POS_INF;
         else if (strcmp(part[3], "-inf") == 0)
-            in.kind = ST_TRACE_NEG_INF;
+            *kind = ST_TRACE_NEG_INF;
         else
             ST_REQUIRE(strcmp(part[3], "nan") == 0, ST_ERR_INPUT, "--inject %s: kind '%s' (nan, inf or -inf)", spec,
                        part[3]);
     }
+    return ST_OK;
+}
+
+int st_trace_check_inject(const char *spec) {
+    char name[64];
+    int64_t step, index;
+    int kind;
+    return parse_inject(spec, name, &step, &index, &kind);
+}
+
+int st_trace_set_inject(st_trace *tr, const char *spec) {
+    char name[64];
+    st_trace_inject in = {.armed = 1};
+    ST_TRY(parse_inject(spec, name, &in.step, &in.index, &in.kind));
+    int id = st_labels_find(&tr->labels, name);
+    ST_REQUIRE(id >= 0, ST_ERR_INPUT, "--inject %s: no label named '%s' (ssmtrade labels lists them)", spec, name);
+    in.label = id;
+    const st_label *l = &tr->labels.l[id];
+    ST_REQUIRE(in.index < l->rows * l->width, ST_ERR_INPUT, "--inject %s: index %lld outside %s (%lld elements)", spec,
+               (long long)in.index, l->name, (long long)(l->rows * l->width));
     snprintf(in.spec, sizeof in.spec, "%s", spec);
     tr->inject = in;
     return ST_OK;

@@ -231,6 +231,9 @@ int st_trace_mode_parse(const char *s, st_trace_mode *mode);
 const char *st_trace_mode_name(st_trace_mode mode);
 /* LABEL:STEP:INDEX[:nan|inf|-inf]; checks the label exists and the index is inside it. */
 int st_trace_set_inject(st_trace *tr, const char *spec);
+/* The text of an --inject spec alone (its form, step, index and kind; not
+ * the label, which needs the run's sizes): checked before any work. */
+int st_trace_check_inject(const char *spec);
 /* Forgets every record and capture and re-arms the injection (before a replay). */
 void st_trace_reset(st_trace *tr);
 /* The trainer's position: the step starts (step = update counter) ... */

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/problems.h"
+#include "core/whole_number.h"
 #include "train/schedule.h"
 
 typedef struct {
@@ -78,18 +79,6 @@ void st_train_config_free(st_train_config *c) {
         }
 }
 
-static int parse_ll(const char *flag, const char *v, long long *out) {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    /* The range first: converting a double outside long long (or NaN) is undefined (found by fuzz/fuzz_config.c). */
-    ST_REQUIRE(end != v && *end == 0 && errno == 0 && d >= -9223372036854775808.0 && d < 9223372036854775808.0 &&
-                   d == (double)(long long)d,
-               ST_ERR_INPUT, "--%s: '%s' is not a whole number", flag, v);
-    *out = (long long)d;
-    return ST_OK;
-}
-
 int st_train_config_set(st_train_config *c, const char *flag, const char *value) {
     for (int i = 0; i < N_PARAMS; i++) {
         if (strcmp(params[i].flag, flag) != 0) continue;
@@ -97,13 +86,13 @@ int st_train_config_set(st_train_config *c, const char *flag, const char *value)
         long long ll;
         switch (params[i].kind) {
         case 'i':
-            ST_TRY(parse_ll(flag, value, &ll));
+            ST_TRY(st_parse_whole(flag, value, &ll));
             ST_REQUIRE(ll >= -2147483647LL && ll <= 2147483647LL, ST_ERR_INPUT, "--%s: %lld is out of range", flag,
                        ll);
             *(int *)dst = (int)ll;
             return ST_OK;
         case 'l':
-            ST_TRY(parse_ll(flag, value, &ll));
+            ST_TRY(st_parse_whole(flag, value, &ll));
             *(long long *)dst = ll;
             return ST_OK;
         case 'd': {
@@ -131,7 +120,7 @@ int st_train_config_set(st_train_config *c, const char *flag, const char *value)
     for (int i = 0; i < N_DIMS; i++) {
         if (strcmp(dims_flags[i].flag, flag) != 0) continue;
         long long ll;
-        ST_TRY(parse_ll(flag, value, &ll));
+        ST_TRY(st_parse_whole(flag, value, &ll));
         ST_REQUIRE(ll > 0 && ll < 1 << 24, ST_ERR_INPUT, "--%s %lld: a size must be a whole number from 1 to %d",
                    flag, ll, (1 << 24) - 1);
         *(int *)((char *)&c->dims + dims_flags[i].off) = (int)ll;
@@ -155,7 +144,7 @@ int st_train_config_apply_json(st_train_config *c, const char *json, const char 
         const char *v = NULL;
         if (cJSON_IsString(it)) v = it->valuestring;
         else if (cJSON_IsNumber(it)) {
-            snprintf(num, sizeof num, "%.17g", it->valuedouble);
+            st_json_number_text(it->valuedouble, num, sizeof num);
             v = num;
         } else {
             rc = ST_FAIL(ST_ERR_INPUT, "%s: key '%s' must be a string or a number", what, it->string);
@@ -176,7 +165,16 @@ char *st_train_config_to_json(const st_train_config *c) {
         const void *src = (const char *)c + params[i].off;
         switch (params[i].kind) {
         case 'i': cJSON_AddNumberToObject(root, params[i].flag, *(const int *)src); break;
-        case 'l': cJSON_AddNumberToObject(root, params[i].flag, (double)*(const long long *)src); break;
+        case 'l': { /* 16 digits or more as a string: cJSON prints numbers to 15 significant digits when
+                     * that reads back within an epsilon, so 9007199254740993 would come out as
+                     * 9.00719925474099e+15 (st_train_config_apply_json reads strings too) */
+            long long v = *(const long long *)src;
+            char t[32];
+            snprintf(t, sizeof t, "%lld", v);
+            if (v >= 1000000000000000LL || v <= -1000000000000000LL) cJSON_AddStringToObject(root, params[i].flag, t);
+            else cJSON_AddNumberToObject(root, params[i].flag, (double)v);
+            break;
+        }
         case 'd': cJSON_AddNumberToObject(root, params[i].flag, *(const double *)src); break;
         default: cJSON_AddStringToObject(root, params[i].flag, *(char *const *)src); break;
         }

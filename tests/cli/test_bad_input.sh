@@ -53,7 +53,9 @@ expect() {
     got:  $msg
     want: $want"
     fi
-    rows+=("| \`$what\` | \`${want//<br>/\`<br>\`}\` |")
+    # a | inside a cell would end it (even in code): escaped
+    local w=${want//|/\\|} x=${what//|/\\|}
+    rows+=("| \`$x\` | \`${w//<br>/\`<br>\`}\` |")
 }
 
 T="$BIN train $small"
@@ -77,8 +79,12 @@ expect "train --lr nan" "--lr: 'nan' is not a finite number" $T --lr nan
 expect "train --clip inf" "--clip: 'inf' is not a finite number" $T --clip inf
 expect "train --seed 1.5" "--seed: '1.5' is not a whole number" $T --seed 1.5
 # found by fuzz/fuzz_config.c: a number beyond long long was converted before the check (undefined behaviour)
-expect "train --epochs 3666666666666666666666" "--epochs: '3666666666666666666666' is not a whole number" \
-    $T --epochs 3666666666666666666666
+expect "train --epochs 3666666666666666666666" \
+    "--epochs: '3666666666666666666666' is out of range (at most 9223372036854775807)" $T --epochs 3666666666666666666666
+expect "train --seed 1e16" \
+    "--seed: '1e16' is 2^53 or more written as a double (1e16, or a number in a JSON file), which may have lost its last digits: write the digits (in a JSON file, as a string)" \
+    $T --seed 1e16
+expect "train --seed inf" "--seed: 'inf' is not a whole number" $T --seed inf
 expect "train --gamma 1.5" "--gamma 1.5 is outside (0, 1]" $T --gamma 1.5
 expect "train --gae-lambda -0.1" "--gae-lambda -0.1 is outside [0, 1]" $T --gae-lambda -0.1
 expect "train --max-grad-norm 0" "--max-grad-norm 0 must be positive" $T --max-grad-norm 0
@@ -94,6 +100,12 @@ expect "train --schedule step" "--schedule step: expected cosine, linear or cons
 expect "train --precision fp8" "--precision fp8: expected fp32 or bf16" $T --precision fp8
 expect "train --device tpu" "--device tpu: expected cpu or cuda" $T --device tpu
 expect "train --trace loud" "--trace 'loud': expected off, sentinel or full" $T --trace loud
+expect "train --inject garbage" "--inject garbage: expected LABEL:STEP:INDEX[:nan|inf|-inf]" $T --inject garbage
+expect "train --inject train_vsn_out:x:1" "--inject train_vsn_out:x:1: bad step 'x'" $T --inject train_vsn_out:x:1
+expect "train --inject train_vsn_out:1:1:zero" "--inject train_vsn_out:1:1:zero: kind 'zero' (nan, inf or -inf)" \
+    $T --inject train_vsn_out:1:1:zero
+expect "train --inject nolabel:1:1" "--inject nolabel:1:1: no label named 'nolabel' (ssmtrade labels lists them)" \
+    $T --inject nolabel:1:1
 expect "train --preset huge" "unknown preset 'huge' (expected tiny, default, large or odd)" $T --preset huge
 expect "train --bars 200" "--bars 200 is too few for --window 32: a synthetic instrument needs at least 266 bars (64 of feature warm-up, the first window, 2 gaps of K bars and three splits)" \
     $T --bars 200
@@ -133,6 +145,11 @@ expect "--config list.json: {\"lr\": [0.1]}" "--config list.json: key 'lr' must 
     $T --config list.json
 printf '{"lr": 5}\n' >lr.json
 expect "--config lr.json: {\"lr\": 5}" "--lr 5 is outside (0, 1)" $T --config lr.json
+# JSON numbers are doubles: 2^53 + 1 arrives as 2^53, so whole numbers that large must be strings
+printf '{"seed": 9007199254740993}\n' >seed.json
+expect "--config seed.json: {\"seed\": 9007199254740993}" \
+    "--seed: '9.0071992547409920e+15' is 2^53 or more written as a double (1e16, or a number in a JSON file), which may have lost its last digits: write the digits (in a JSON file, as a string)" \
+    $T --config seed.json
 expect "--config none.json (missing)" "--config none.json: cannot open: No such file or directory" $T --config none.json
 
 # ---- CSV files (train --data FILE) ------------------------------------------------------

@@ -33,6 +33,17 @@ import json; c = json.load(open('$tmp/run/config.json'))
 assert c['updates'] == 3 and c['lr'] == 0.0005 and c['seed'] == 3 and c['batch'] == 8, c" \
     && ok || bad "config.json: flags over file: $(cat "$tmp/run/config.json")"
 
+# A seed of 2^53 + 1 (a string in the config file, or a flag) keeps every
+# digit into config.json and the checkpoint's config.
+printf '{"seed": "9007199254740993"}\n' >"$tmp/seed.json"
+if "$BIN" train $small --config "$tmp/seed.json" --updates 1 --out "$tmp/seed" >"$tmp/out" 2>&1; then
+    python3 -c "
+import json; c = json.load(open('$tmp/seed/config.json'))
+assert int(c['seed']) == 9007199254740993, c['seed']" && ok || bad "seed 2^53+1 in config.json: $(grep seed "$tmp/seed/config.json")"
+else
+    bad "train with seed 2^53+1 failed: $(cat "$tmp/out")"
+fi
+
 # Resume continues from update 2 to the end (3).
 if "$BIN" train --resume "$tmp/run/last.safetensors" --out "$tmp/run" --quiet >"$tmp/out2" 2>&1; then
     ok

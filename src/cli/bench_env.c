@@ -1,0 +1,246 @@
+/* bench_env.c: the action step (window + forward + sampling + environment
+ * step) and the environment + window builder alone (cli/bench.h). */
+#include "cli/bench.h"
+
+#ifdef ST_HAVE_CUDA
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_gpu.h"
+#include "core/error.h"
+#include "core/device.h"
+#include "core/philox.h"
+#include "cuda/env_cuda.h"
+#include "cuda/linear_cuda.h"
+#include "cuda/model_cuda.h"
+#include "cuda/select_cuda.h"
+#include "cuda/window_cuda.h"
+#include "env/env.h"
+#include "model/params.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
+/* ======================================================================= */
+/* act and envwin: the environments on the device                          */
+
+typedef struct {
+    const st_dims *d;
+    int n, mode; /* envwin: 0 env + window, 1 env only, 2 window only */
+    uint64_t seed;
+    const st_cuda_features *feat;
+    st_cuda_model model;
+    int model_ok;
+    st_cuda_env env;
+    int env_ok;
+    st_cuda_env_out out;
+    st_bench_pool pool;
+    int *action;
+    float *logp, *win, *logits, *value;
+    int *actions[ST_BENCH_MAX_SETS]; /* envwin: pre-drawn */
+} env_bench;
+
+static void env_bench_free(env_bench *b) {
+    if (b->model_ok) st_cuda_model_free(&b->model);
+    if (b->env_ok) st_cuda_env_free(&b->env);
+    b->model_ok = b->env_ok = 0;
+    st_bench_pool_free(&b->pool);
+}
+
+/* The environments of n instances, reset, with their output buffers and the window. */
+static int env_setup(env_bench *b, const st_bench_opts *o, int n, cudaStream_t s) {
+    const st_dims *d = b->d;
+    st_bench_pool *pl = &b->pool;
+    st_train_config cfg;
+    ST_TRY(st_train_config_default(&cfg, o->preset));
+    cfg.seed = (long long)o->seed;
+    st_env_config ec = st_trainer_env_config(&cfg);
+    st_train_config_free(&cfg);
+    b->n = n;
+    ST_TRY(st_cuda_env_create(&b->env, o->market, n, &ec));
+    b->env_ok = 1;
+    st_cuda_env_out *e = &b->out;
+    memset(e, 0, sizeof *e);
+    e->ctx_stride = d->C;
+    ST_TRY(PALLOC(pl, e->reward, n));
+    ST_TRY(PALLOC(pl, e->done, n));
+    ST_TRY(PALLOC(pl, e->ep_R, n));
+    ST_TRY(PALLOC(pl, e->ctx, (size_t)n * d->C));
+    ST_TRY(PALLOC(pl, e->inst, n));
+    ST_TRY(PALLOC(pl, e->bar, n));
+    ST_TRY(PALLOC(pl, b->win, (size_t)n * d->K * st_row_width(d)));
+    ST_TRY(st_bench_settle()); /* the environment's inputs went up synchronously */
+    ST_TRY(st_cuda_env_reset(&b->env, e, s));
+    BCU(cudaStreamSynchronize(s));
+    return ST_OK;
+}
+
+static int act_step(void *ctx, int k, cudaStream_t s) {
+    (void)k;
+    env_bench *b = ctx;
+    const st_dims *d = b->d;
+    int n = b->n, ws = st_row_width(d);
+    ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)b->feat->inst, b->feat->F, b->out.inst,
+                                b->out.bar, b->out.ctx, b->out.ctx_stride, b->win, ws, s));
+    ST_TRY(st_cuda_model_forward(&b->model, n, b->win, ws, b->logits, d->A, b->value));
+    ST_TRY(st_cuda_select_actions(n, d->A, b->logits, d->A, b->seed, ST_STREAM_ACTION, NULL, 0, b->action, b->logp, s));
+    ST_TRY(st_cuda_env_step(&b->env, b->action, &b->out, s));
+    return ST_OK;
+}
+
+int st_bench_act(const st_bench_opts *o, cJSON *out) {
+    cJSON *arr = cJSON_AddArrayToObject(out, "act");
+    const st_dims *d = &o->d;
+    printf("\n== act: window build + forward + action sampling + environment step, one CUDA graph,\n"
+           "   median of %d replays after %d warm-up (the environments advance)\n",
+           o->repeats, o->warmup);
+    printf("  %7s %5s %9s %9s %9s %12s\n", "envs", "prec", "median us", "p10 us", "p90 us", "env steps/s");
+    fflush(stdout);
+    int failed = 0;
+    st_param_table table;
+    memset(&table, 0, sizeof table);
+    st_cuda_features feat;
+    memset(&feat, 0, sizeof feat);
+    float *w0 = NULL, *wd = NULL,
+          *gd = NULL; /* gd: the model binds a gradient buffer; the action step never writes it */
+    cudaStream_t s = NULL;
+    int rc = st_param_table_build(d, &table);
+    if (rc == ST_OK) rc = (w0 = malloc(sizeof(float) * table.total)) ? ST_OK : ST_FAIL(ST_ERR_MEMORY, "no memory");
+    if (rc == ST_OK) st_params_init_f32(&table, o->seed, w0);
+    if (rc == ST_OK) rc = CUS(cudaMalloc((void **)&wd, sizeof(float) * table.total));
+    if (rc == ST_OK) rc = CUS(cudaMalloc((void **)&gd, sizeof(float) * table.total));
+    if (rc == ST_OK) rc = st_bench_upload(wd, w0, sizeof(float) * table.total);
+    if (rc == ST_OK) rc = st_cuda_features_upload(o->market, &feat);
+    if (rc == ST_OK) rc = CUS(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (rc == ST_OK) rc = st_bench_settle();
+    if (rc != ST_OK) {
+        st_bench_record_error(cJSON_AddObjectToObject(out, "act_setup"), "act setup");
+        failed++;
+    }
+    for (int i = 0; i < o->envs.n && rc == ST_OK; i++) {
+        int n = o->envs.v[i];
+        for (int k = 0; k < o->precision.n; k++) {
+            int p = o->precision.v[k];
+            cJSON *row = st_bench_row(arr, "envs", n, p);
+            char what[64];
+            snprintf(what, sizeof what, "act %d envs %s", n, st_bench_precision_name(p));
+            /* fresh environments per precision: both start from the same state */
+            env_bench b;
+            memset(&b, 0, sizeof b);
+            b.d = d, b.feat = &feat, b.seed = o->seed;
+            int r = env_setup(&b, o, n, s);
+            if (r == ST_OK) r = PALLOC(&b.pool, b.action, n);
+            if (r == ST_OK) r = PALLOC(&b.pool, b.logp, n);
+            if (r == ST_OK) r = PALLOC(&b.pool, b.logits, (size_t)n * d->A);
+            if (r == ST_OK) r = PALLOC(&b.pool, b.value, n);
+            if (r == ST_OK) r = st_cuda_model_init(&b.model, d, &table, n, wd, gd);
+            if (r == ST_OK) b.model_ok = 1, b.model.stream = (void *)s;
+            st_bench_times tm;
+            st_cuda_set_matmul_precision((st_matmul_precision)p);
+            if (r == ST_OK) r = act_step(&b, 0, s); /* eager: errors outside capture, cuBLAS handle made */
+            if (r == ST_OK) r = CUS(cudaStreamSynchronize(s));
+            if (r == ST_OK) r = st_bench_capture_and_time(act_step, &b, 1, o, s, &tm);
+            st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+            if (r == ST_OK) r = st_cuda_env_check(&b.env);
+            if (r == ST_OK) {
+                st_bench_add_times(row, &tm);
+                cJSON_AddNumberToObject(row, "env_steps_per_s", n / (tm.median * 1e-3));
+                printf("  %7d %5s %9.1f %9.1f %9.1f %12.4g\n", n, st_bench_precision_name(p), tm.median * 1e3,
+                       tm.p10 * 1e3, tm.p90 * 1e3, n / (tm.median * 1e-3));
+                fflush(stdout);
+            } else {
+                st_bench_record_error(row, what);
+                failed++;
+            }
+            env_bench_free(&b);
+        }
+    }
+    if (s) cudaStreamDestroy(s);
+    if (feat.data || feat.inst) st_cuda_features_free(&feat);
+    if (wd) cudaFree(wd);
+    if (gd) cudaFree(gd);
+    free(w0);
+    st_param_table_free(&table);
+    return failed;
+}
+
+static int envwin_step(void *ctx, int k, cudaStream_t s) {
+    env_bench *b = ctx;
+    const st_dims *d = b->d;
+    int n = b->n, ws = st_row_width(d);
+    if (b->mode != 2) ST_TRY(st_cuda_env_step(&b->env, b->actions[k], &b->out, s));
+    if (b->mode != 1)
+        ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)b->feat->inst, b->feat->F, b->out.inst,
+                                    b->out.bar, b->out.ctx, b->out.ctx_stride, b->win, ws, s));
+    return ST_OK;
+}
+
+int st_bench_envwin(const st_bench_opts *o, cJSON *out) {
+    cJSON *arr = cJSON_AddArrayToObject(out, "envwin");
+    const st_dims *d = &o->d;
+    int n = o->envwin_envs;
+    printf("\n== envwin: environment step (pre-drawn random actions, %d buffers, one graph each) + window build,\n"
+           "   %d environments, median of %d replays after %d warm-up\n",
+           o->sets, n, o->repeats, o->warmup);
+    printf("  %-22s %9s %9s %9s %12s %10s\n", "what", "median us", "p10 us", "p90 us", "env steps/s", "window GB/s");
+    fflush(stdout);
+    int failed = 0;
+    st_cuda_features feat;
+    memset(&feat, 0, sizeof feat);
+    env_bench b;
+    memset(&b, 0, sizeof b);
+    b.d = d, b.feat = &feat, b.seed = o->seed;
+    cudaStream_t s = NULL;
+    int rc = st_cuda_features_upload(o->market, &feat);
+    if (rc == ST_OK) rc = CUS(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (rc == ST_OK) rc = env_setup(&b, o, n, s);
+    int *ha = malloc(sizeof(int) * (size_t)n);
+    if (rc == ST_OK && !ha) rc = ST_FAIL(ST_ERR_MEMORY, "out of host memory for the actions");
+    for (int k = 0; k < o->sets && rc == ST_OK; k++) {
+        st_bench_draw_actions(n, d->A, o->seed, 300 + (uint32_t)k, ha);
+        rc = PALLOC(&b.pool, b.actions[k], n);
+        if (rc == ST_OK) rc = st_bench_upload(b.actions[k], ha, sizeof(int) * (size_t)n);
+    }
+    free(ha);
+    if (rc == ST_OK) rc = st_bench_settle();
+    /* window bytes: features read (F per row) and the row written (F + C) */
+    double wbytes = (double)n * d->K * (2.0 * d->F + d->C) * sizeof(float);
+    const char *names[3] = {"env_and_window", "env_only", "window_only"};
+    for (int mode = 0; mode < 3; mode++) {
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddItemToArray(arr, row);
+        cJSON_AddStringToObject(row, "what", names[mode]);
+        cJSON_AddNumberToObject(row, "envs", n);
+        cJSON_AddNumberToObject(row, "window_bytes", mode == 1 ? 0 : wbytes);
+        if (rc != ST_OK) {
+            st_bench_record_error(row, names[mode]);
+            failed++;
+            continue;
+        }
+        b.mode = mode;
+        st_bench_times tm;
+        int r = envwin_step(&b, 0, s); /* eager once */
+        if (r == ST_OK) r = CUS(cudaStreamSynchronize(s));
+        if (r == ST_OK) r = st_bench_capture_and_time(envwin_step, &b, o->sets, o, s, &tm);
+        if (r == ST_OK) r = st_cuda_env_check(&b.env);
+        if (r == ST_OK) {
+            double sec = tm.median * 1e-3, gbs = mode == 1 ? 0 : wbytes / sec / 1e9;
+            st_bench_add_times(row, &tm);
+            cJSON_AddNumberToObject(row, "env_steps_per_s", n / sec);
+            cJSON_AddNumberToObject(row, "window_GBps", gbs);
+            printf("  %-22s %9.1f %9.1f %9.1f %12.4g %10.1f\n", names[mode], tm.median * 1e3, tm.p10 * 1e3,
+                   tm.p90 * 1e3, n / sec, gbs);
+            fflush(stdout);
+        } else {
+            st_bench_record_error(row, names[mode]);
+            failed++;
+        }
+    }
+    env_bench_free(&b);
+    if (s) cudaStreamDestroy(s);
+    if (feat.data || feat.inst) st_cuda_features_free(&feat);
+    return failed;
+}
+
+#endif

@@ -152,6 +152,7 @@ done:
     free(w), free(am), free(av);
     st_trainer_free(&cpu);
     st_cuda_trainer_free(&gpu);
+    st_train_config_free(&c); /* the trainers only borrowed its strings */
 }
 
 static int run_gpu(const st_train_config *c, const st_market *m, int n, st_cuda_trainer *t, double *stats) {
@@ -187,6 +188,7 @@ static void determinism(const st_market *m) {
     }
     st_cuda_trainer_free(&a);
     st_cuda_trainer_free(&b);
+    st_train_config_free(&c); /* the trainers only borrowed its strings */
 }
 
 /* Weights, moments and the environments' state of t, on the host. */
@@ -251,6 +253,7 @@ static void resume(const st_market *m) {
     }
     if (ra == ST_OK) st_cuda_trainer_free(&a);
     if (r.host.table.total) st_cuda_trainer_free(&r);
+    st_train_config_free(&c); /* the trainers only borrowed its strings */
     remove(path);
 }
 
@@ -338,6 +341,7 @@ static void tracer(const st_market *m) {
     CHECK(sn >= 6 && sh == sn, "%d of %d sentinel trips named", sh, sn);
     st_trace_free(&tr);
     st_cuda_trainer_free(&t);
+    st_train_config_free(&c); /* the trainers only borrowed its strings */
 }
 
 static void bf16_update(const st_market *m) {
@@ -372,6 +376,7 @@ static void bf16_update(const st_market *m) {
     }
     if (rc == ST_OK || cpu.table.total) st_trainer_free(&cpu);
     st_cuda_trainer_free(&gpu);
+    st_train_config_free(&c); /* the trainers only borrowed its strings */
 }
 
 static void learning_run(void) {
@@ -411,6 +416,7 @@ static void learning_run(void) {
            "learning)\n", nf ? first / nf : NAN, nl ? last / nl : NAN);
     st_cuda_trainer_free(&t);
     st_market_free(&m);
+    st_train_config_free(&c);
 }
 
 int main(void) {

@@ -459,6 +459,7 @@ static void run_all(void) {
     st_cuda_ssd_set_staging(1);
     test_long_window(64);
     test_long_window(32);
+    test_long_window(16); /* 16 chunks: more than the chunk kernels fuse, so the state pass runs with staging on */
     test_bad_sizes();
 }
 #endif

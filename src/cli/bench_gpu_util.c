@@ -1,8 +1,10 @@
 /* bench_gpu_util.c: the shared pieces of the GPU benchmarks (cli/bench_gpu.h). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#include "cli/bench_gpu.h"
+#include "cli/bench.h"
 
 #ifdef ST_HAVE_CUDA
+#include "cli/bench_gpu.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

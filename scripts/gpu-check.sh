@@ -16,6 +16,8 @@
 #   main      the README's main job on the GPU (SSMTRADE_UPDATES, default 40 here)
 #   bench     bench/gpu-bench.sh (ours vs PyTorch side by side)
 # Usage on the device: STAGES="build test" bash scripts/gpu-check.sh
+# BUNDLE=1: every log of the run packed into $OUT/logs.tar.gz (what comes
+# back from the GPU machine is limited to a few files).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STAGES=${STAGES:-build test torch}
@@ -90,10 +92,17 @@ if has sanitize; then
   # Each GPU test under memcheck and racecheck, SANITIZE_JOBS at a time
   # (they are slow, and small: the card takes several at once).
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  # Under the tools test_cuda_trainer and test_cuda_evaluate (both tools) and test_cuda_vsn and
+  # test_cuda_model (racecheck) ran past 170-240 s on 2026-12-01: SANITIZE_SLOW names them.
   export SSMTRADE_TEST_QUICK=1 CS OUT SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240} OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
+  export SANITIZE_SLOW=${SANITIZE_SLOW:-"test_cuda_trainer test_cuda_evaluate test_cuda_vsn test_cuda_model"}
+  export SANITIZE_SLOW_TIMEOUT=${SANITIZE_SLOW_TIMEOUT:-600}
   san_one() {
     tool=$1 t=$2 n=$(basename "$2")
-    timeout "$SANITIZE_TIMEOUT" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$OUT/san_${tool}_$n.log" 2>&1
+    # the slow programs get SANITIZE_SLOW_TIMEOUT (the tests' stdout is line-buffered: a timed-out log shows how far it got)
+    lim=$SANITIZE_TIMEOUT
+    case " $SANITIZE_SLOW " in *" $n "*) lim=$SANITIZE_SLOW_TIMEOUT ;; esac
+    timeout "$lim" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$OUT/san_${tool}_$n.log" 2>&1
     r=$?
     s=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/san_${tool}_$n.log" | tail -1)
     echo "$tool $n: exit $r ${s:-}"
@@ -136,6 +145,11 @@ fi
 if has bench; then
   stamp bench
   bash bench/gpu-bench.sh build-gpu || rc=1
+fi
+# At most 8 files come back from the GPU machine: BUNDLE=1 packs every log
+# into logs.tar.gz beside summary.txt (this run's stdout is the summary).
+if [ -n "${BUNDLE:-}" ]; then
+  (cd "$OUT" && tar czf /tmp/logs.tar.gz --exclude=logs.tar.gz . && rm -rf ./* && mv /tmp/logs.tar.gz .)
 fi
 stamp "done, rc $rc"
 exit $rc

@@ -17,8 +17,11 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+/* stdout line-buffered: a run killed by a timeout (the sanitizer runs)
+ * still shows how far it got. */
 #define CUDA_TEST_BEGIN()                                                                                       \
     do {                                                                                                        \
+        setvbuf(stdout, NULL, _IOLBF, 0);                                                                       \
         if (st_cuda_devices() == 0) {                                                                           \
             printf("skipped: %s\n", st_cuda_describe());                                                        \
             return ST_TEST_SKIP;                                                                                \

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/problems.h"
 #include "core/whole_number.h"
 
@@ -42,18 +43,13 @@ static void load_config(const char *path, const st_flag *spec, int n_spec, st_ar
         st_problem_add(p, "--config %s: cannot open: %s", path, strerror(errno));
         return;
     }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
-    size_t got = buf ? fread(buf, 1, (size_t)sz, f) : 0;
+    size_t sz;
+    char *buf = st_read_all(f, &sz);
     fclose(f);
-    if (!buf || got != (size_t)sz) {
-        free(buf);
+    if (!buf) {
         st_problem_add(p, "--config %s: cannot read the file", path);
         return;
     }
-    buf[sz] = 0;
     cJSON *root = cJSON_Parse(buf);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();

@@ -45,6 +45,7 @@
 #include "cli/run_setup.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "report/tboard.h"
 #include "trace/guard.h"
 #include "trace/trace.h"
@@ -165,27 +166,6 @@ static int save(const st_trainer *t, const char *out, int periodic) {
     return st_checkpoint_save(path, t);
 }
 
-/* text to path through a temp file, fsync and rename (never half a file). */
-static int write_file_atomic(const char *path, const char *text) {
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ST_REQUIRE(fd >= 0, ST_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    size_t n = strlen(text), done = 0;
-    while (done < n) {
-        ssize_t w = write(fd, text + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    int ok = done == n && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (ok && rename(tmp, path) == 0) return ST_OK;
-    int err = errno;
-    unlink(tmp);
-    return ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(err));
-}
-
 /* Removes the NAME.tmp.PID files a killed writer left in dir (NAME a
  * checkpoint, config.json or metrics.jsonl; PID a process that is gone);
  * returns how many. */
@@ -220,20 +200,13 @@ static int trim_metrics(const char *path, long update, int *dropped) {
     *dropped = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return ST_OK; /* nothing yet */
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
-    size_t got = buf ? fread(buf, 1, (size_t)sz, f) : 0;
+    size_t sz;
+    char *buf = st_read_all(f, &sz);
     fclose(f);
-    if (!buf || got != (size_t)sz) {
-        free(buf);
-        return ST_FAIL(ST_ERR_IO, "cannot read %s", path);
-    }
-    buf[sz] = 0;
+    ST_REQUIRE(buf, ST_ERR_IO, "cannot read %s", path);
     size_t keep = 0; /* bytes kept, moved to the front */
-    for (size_t i = 0; i < (size_t)sz;) {
-        char *nl = memchr(buf + i, '\n', (size_t)sz - i);
+    for (size_t i = 0; i < sz;) {
+        char *nl = memchr(buf + i, '\n', sz - i);
         if (!nl) {
             (*dropped)++; /* a torn line */
             break;
@@ -254,7 +227,7 @@ static int trim_metrics(const char *path, long update, int *dropped) {
     int rc = ST_OK;
     if (*dropped) {
         buf[keep] = 0;
-        rc = write_file_atomic(path, buf);
+        rc = st_write_file_atomic(path, buf, keep);
     }
     free(buf);
     return rc;
@@ -516,7 +489,7 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
         size_t n = json ? strlen(json) : 0;
         char *text = json ? malloc(n + 2) : NULL;
         if (text) memcpy(text, json, n), memcpy(text + n, "\n", 2);
-        rc = text ? write_file_atomic(path, text) : ST_FAIL(ST_ERR_MEMORY, "out of memory");
+        rc = text ? st_write_file_atomic(path, text, strlen(text)) : ST_FAIL(ST_ERR_MEMORY, "out of memory");
         free(text);
         free(json);
     }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 
 static const char *dtype_names[] = {"F32", "F64", "I32", "I64", "U8"};
 
@@ -28,18 +29,6 @@ static size_t tensor_bytes(const st_st_tensor *t) {
     size_t n = st_dtype_size(t->dtype);
     for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
     return n;
-}
-
-static int write_all(int fd, const void *p, size_t n, const char *path) {
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return ST_FAIL(ST_ERR_IO, "writing %s: %s", path, strerror(errno));
-        c += w;
-        n -= (size_t)w;
-    }
-    return ST_OK;
 }
 
 static char *build_header(const st_st_tensor *t, int n, const st_st_meta *meta, int n_meta) {
@@ -65,23 +54,6 @@ static char *build_header(const st_st_tensor *t, int n, const st_st_meta *meta, 
     return s;
 }
 
-/* fsync of the folder that holds path: the rename itself then survives a
- * power loss (the file's bytes were fsynced before it). Filesystems that
- * cannot fsync a folder (EINVAL) are let be. */
-static int fsync_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    ST_REQUIRE(fd >= 0, ST_ERR_IO, "cannot open the folder %s to fsync it: %s", dir, strerror(errno));
-    int rc = ST_OK;
-    if (fsync(fd) != 0 && errno != EINVAL) rc = ST_FAIL(ST_ERR_IO, "fsync of the folder %s: %s", dir, strerror(errno));
-    close(fd);
-    return rc;
-}
-
 int st_safetensors_write(const char *path, const st_st_tensor *t, int n, const st_st_meta *meta, int n_meta) {
     for (int i = 0; i < n; i++)
         for (int j = 0; j < i; j++)
@@ -105,16 +77,16 @@ int st_safetensors_write(const char *path, const st_st_tensor *t, int n, const s
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    rc = write_all(fd, len8, 8, tmp);
-    if (rc == ST_OK) rc = write_all(fd, hdr, hlen, tmp);
-    for (size_t i = hlen; rc == ST_OK && i < padded; i++) rc = write_all(fd, " ", 1, tmp);
-    for (int i = 0; rc == ST_OK && i < n; i++) rc = write_all(fd, t[i].data, tensor_bytes(&t[i]), tmp);
+    rc = st_write_all(fd, len8, 8, tmp);
+    if (rc == ST_OK) rc = st_write_all(fd, hdr, hlen, tmp);
+    for (size_t i = hlen; rc == ST_OK && i < padded; i++) rc = st_write_all(fd, " ", 1, tmp);
+    for (int i = 0; rc == ST_OK && i < n; i++) rc = st_write_all(fd, t[i].data, tensor_bytes(&t[i]), tmp);
     if (rc == ST_OK && fsync(fd) != 0) rc = ST_FAIL(ST_ERR_IO, "fsync %s: %s", tmp, strerror(errno));
     if (close(fd) != 0 && rc == ST_OK) rc = ST_FAIL(ST_ERR_IO, "closing %s: %s", tmp, strerror(errno));
     if (rc == ST_OK && rename(tmp, path) != 0)
         rc = ST_FAIL(ST_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
     if (rc != ST_OK) unlink(tmp);
-    if (rc == ST_OK) rc = fsync_dir(path);
+    if (rc == ST_OK) rc = st_fsync_dir(path);
 out:
     free(tmp);
     free(hdr);

@@ -42,67 +42,15 @@ small="--batch 8 --rollout 8 --minibatches 2 --epochs 1 --instruments 2 --bars 1
 out=$tmp/run
 export SSMTRADE_TEST_SLOW_CHECKPOINT_MS=40
 
-cat >"$tmp/check.py" <<'EOF'
-# check.py whole FILE...: each file is a whole ssmtrade checkpoint; prints "FILE UPDATE".
-# check.py same A B: the tensors of A and B are byte-identical.
-# check.py metrics FILE LAST: the complete lines are updates 1..X, X in {LAST, LAST+1}; prints X.
-import json, struct, sys
-SIZES = {'F32': 4, 'F64': 8, 'I32': 4, 'I64': 8, 'U8': 1}
-def load(path):
-    b = open(path, 'rb').read()
-    if len(b) < 8: raise ValueError('%d bytes' % len(b))
-    n = struct.unpack('<Q', b[:8])[0]
-    if 8 + n > len(b): raise ValueError('header length %d exceeds the file' % n)
-    h = json.loads(b[8:8 + n])
-    meta = h.pop('__metadata__', {})
-    spans = []
-    for name, t in h.items():
-        count = 1
-        for s in t['shape']: count *= s
-        a, e = t['data_offsets']
-        if e - a != count * SIZES[t['dtype']]: raise ValueError('tensor %s: %d bytes for its shape' % (name, e - a))
-        spans.append((a, e))
-    pos = 0
-    for a, e in sorted(spans):
-        if a != pos: raise ValueError('gap or overlap at data byte %d' % a)
-        pos = e
-    if pos != len(b) - 8 - n: raise ValueError('tensors end at %d of %d data bytes' % (pos, len(b) - 8 - n))
-    if meta.get('format') != 'ssmtrade-checkpoint-1': raise ValueError('format %r' % meta.get('format'))
-    data = b[8 + n:]
-    return meta, {k: data[t['data_offsets'][0]:t['data_offsets'][1]] for k, t in h.items()}
-mode = sys.argv[1]
-if mode == 'whole':
-    bad = 0
-    for p in sys.argv[2:]:
-        try:
-            meta, _ = load(p)
-            print(p, meta['update'])
-        except Exception as ex:
-            print('BAD', p, ex)
-            bad += 1
-    sys.exit(1 if bad else 0)
-if mode == 'same':
-    (_, a), (_, b) = load(sys.argv[2]), load(sys.argv[3])
-    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    if diff: sys.exit('%d of %d tensors differ, e.g. %s' % (len(diff), len(a), diff[:5]))
-    print('%d tensors identical' % len(a))
-if mode == 'metrics':
-    last = int(sys.argv[3])
-    text = open(sys.argv[2]).read()
-    lines = text.split('\n')[:-1]  # a torn last line (no newline) is not a line yet
-    ups = [json.loads(l)['update'] for l in lines]
-    if ups != list(range(1, len(ups) + 1)): sys.exit('metrics updates are not 1..n: %s' % ups)
-    if len(ups) not in (last, last + 1): sys.exit('metrics end at update %d, last.safetensors is %d' % (len(ups), last))
-    print(len(ups))
-EOF
+check="$(cd "$(dirname "$0")" && pwd)/checkpoint_check.py" # whole, same, metrics, update
 
-last_update() { python3 "$tmp/check.py" whole "$out/last.safetensors" | awk '{print $2}'; }
+last_update() { python3 "$check" whole "$out/last.safetensors" | awk '{print $2}'; }
 
 # After a kill: the folder's files, the metrics; sets L to last's update.
 check_folder() {
     local k=$1 files
     files=$(ls "$out"/*.safetensors "$out"/checkpoints/*.safetensors 2>/dev/null)
-    if python3 "$tmp/check.py" whole $files >"$tmp/whole" 2>&1; then ok; else bad "kill $k: $(grep BAD "$tmp/whole")"; fi
+    if python3 "$check" whole $files >"$tmp/whole" 2>&1; then ok; else bad "kill $k: $(grep BAD "$tmp/whole")"; fi
     local f
     for f in $(ls "$out") $(ls "$out/checkpoints"); do
         case "$f" in
@@ -115,7 +63,7 @@ check_folder() {
         esac
     done
     L=$(last_update)
-    python3 "$tmp/check.py" metrics "$out/metrics.jsonl" "$L" >/dev/null 2>"$tmp/m" && ok || bad "kill $k: $(cat "$tmp/m")"
+    python3 "$check" metrics "$out/metrics.jsonl" "$L" >/dev/null 2>"$tmp/m" && ok || bad "kill $k: $(cat "$tmp/m")"
 }
 
 # spin_until_temp PID SECONDS [last]: 0 as soon as a temp file of PID
@@ -189,8 +137,8 @@ else
 fi
 N=$((L + 2))
 [ "$(last_update)" = "$N" ] && ok || bad "final checkpoint is update $(last_update), expected $N"
-[ "$(python3 "$tmp/check.py" metrics "$out/metrics.jsonl" "$N" 2>&1)" = "$N" ] && ok \
-    || bad "final metrics: $(python3 "$tmp/check.py" metrics "$out/metrics.jsonl" "$N" 2>&1)"
+[ "$(python3 "$check" metrics "$out/metrics.jsonl" "$N" 2>&1)" = "$N" ] && ok \
+    || bad "final metrics: $(python3 "$check" metrics "$out/metrics.jsonl" "$N" 2>&1)"
 ls "$out" "$out/checkpoints" | grep -q '\.tmp\.' && bad "temp files left after a clean run: $(ls "$out" "$out/checkpoints" | grep '\.tmp\.')" || ok
 "$BIN" eval --ckpt "$out/last.safetensors" --split validation --device cpu --json >"$tmp/eval.json" 2>&1 \
     && python3 -c "import json; d = json.load(open('$tmp/eval.json')); assert 'greedy' in d['policies']" \
@@ -199,7 +147,7 @@ ls "$out" "$out/checkpoints" | grep -q '\.tmp\.' && bad "temp files left after a
 # The same N updates without kills: the same state, bit for bit.
 "$BIN" train $small --updates 100000 --stop-after "$N" --checkpoint-every 0 --quiet --out "$tmp/ref" >"$tmp/ref.log" 2>&1 \
     || bad "reference run: $(cat "$tmp/ref.log")"
-python3 "$tmp/check.py" same "$out/last.safetensors" "$tmp/ref/last.safetensors" >"$tmp/same" 2>&1 && ok \
+python3 "$check" same "$out/last.safetensors" "$tmp/ref/last.safetensors" >"$tmp/same" 2>&1 && ok \
     || bad "after 20 kills and resumes vs uninterrupted: $(cat "$tmp/same")"
 cat "$tmp/same"
 

@@ -24,33 +24,9 @@ cleanup() {
 trap cleanup EXIT
 small="--batch 8 --rollout 8 --minibatches 2 --epochs 1 --instruments 2 --bars 1500 --episode-length 16"
 
-# The update stored in a checkpoint, after checking the whole file: header
-# length, JSON, every tensor's bytes inside the data and the data exactly
-# covered. Prints the update; exit 1 with the reason otherwise.
-cat >"$tmp/ckpt_update.py" <<'EOF'
-import json, struct, sys
-SIZES = {'F32': 4, 'F64': 8, 'I32': 4, 'I64': 8, 'U8': 1}
-b = open(sys.argv[1], 'rb').read()
-if len(b) < 8: sys.exit('%s: %d bytes' % (sys.argv[1], len(b)))
-n = struct.unpack('<Q', b[:8])[0]
-if 8 + n > len(b): sys.exit('%s: header length %d exceeds the file' % (sys.argv[1], n))
-h = json.loads(b[8:8 + n])
-meta = h.pop('__metadata__', {})
-spans = []
-for name, t in h.items():
-    count = 1
-    for s in t['shape']: count *= s
-    a, e = t['data_offsets']
-    if e - a != count * SIZES[t['dtype']]: sys.exit('%s: tensor %s: %d bytes for its shape' % (sys.argv[1], name, e - a))
-    spans.append((a, e))
-pos = 0
-for a, e in sorted(spans):
-    if a != pos: sys.exit('%s: gap or overlap at byte %d' % (sys.argv[1], a))
-    pos = e
-if pos != len(b) - 8 - n: sys.exit('%s: tensors end at %d of %d data bytes' % (sys.argv[1], pos, len(b) - 8 - n))
-if meta.get('format') != 'ssmtrade-checkpoint-1': sys.exit('%s: format %r' % (sys.argv[1], meta.get('format')))
-print(meta['update'])
-EOF
+# The update stored in a checkpoint, after checking the whole file (prints the update;
+# exit 1 with the reason otherwise).
+check="$(cd "$(dirname "$0")" && pwd)/checkpoint_check.py"
 
 # wait_for FILE REGEX SECONDS: 0 once a line of FILE matches.
 wait_for() {
@@ -101,9 +77,9 @@ signal_run() {
         "$out.err" && ok || bad "$name: message names the checkpoint: $(cat "$out.err")"
     [ "$n" -ge 2 ] && ok || bad "$name: stopped after update $n, before the signal"
     local u
-    u=$(python3 "$tmp/ckpt_update.py" "$out/last.safetensors" 2>&1)
+    u=$(python3 "$check" update "$out/last.safetensors" 2>&1)
     [ "$u" = "$n" ] && ok || bad "$name: last.safetensors: $u (expected update $n)"
-    u=$(python3 "$tmp/ckpt_update.py" "$out/checkpoints/ckpt_$(printf %06d "$n").safetensors" 2>&1)
+    u=$(python3 "$check" update "$out/checkpoints/ckpt_$(printf %06d "$n").safetensors" 2>&1)
     [ "$u" = "$n" ] && ok || bad "$name: periodic checkpoint of update $n: $u"
     [ "$(wc -l <"$out/metrics.jsonl")" = "$n" ] && ok || bad "$name: metrics.jsonl should have $n lines"
     ls "$out" "$out/checkpoints" | grep -q '\.tmp\.' && bad "$name: temporary files left: $(ls "$out" "$out/checkpoints")" || ok

@@ -15,14 +15,8 @@
 #include "core/error.h"
 #include "train/train_config.h"
 
-#define FUZZ_ASSERT(cond, ...)                                                                                  \
-    do {                                                                                                        \
-        if (!(cond)) {                                                                                          \
-            fprintf(stderr, "fuzz_config: broken promise: " __VA_ARGS__);                                       \
-            fputc('\n', stderr);                                                                                \
-            abort();                                                                                            \
-        }                                                                                                       \
-    } while (0)
+#define FUZZ_NAME "fuzz_config"
+#include "fuzz_assert.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *json = malloc(size + 1); /* the reader takes a C string */

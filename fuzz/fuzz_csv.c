@@ -22,14 +22,8 @@
 #include "data/csv.h"
 #include "data/dataset.h"
 
-#define FUZZ_ASSERT(cond, ...)                                                                                  \
-    do {                                                                                                        \
-        if (!(cond)) {                                                                                          \
-            fprintf(stderr, "fuzz_csv: broken promise: " __VA_ARGS__);                                          \
-            fputc('\n', stderr);                                                                                \
-            abort();                                                                                            \
-        }                                                                                                       \
-    } while (0)
+#define FUZZ_NAME "fuzz_csv"
+#include "fuzz_assert.h"
 
 /* Years 1..9999 are what st_parse_time reads back: [0001-01-01, 10000-01-01). */
 static const int64_t ts_min = -62135596800LL, ts_end = 253402300800LL;

@@ -45,14 +45,8 @@
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
-#define FUZZ_ASSERT(cond, ...)                                                                                  \
-    do {                                                                                                        \
-        if (!(cond)) {                                                                                          \
-            fprintf(stderr, "fuzz_safetensors: broken promise: " __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                                                                \
-            abort();                                                                                            \
-        }                                                                                                       \
-    } while (0)
+#define FUZZ_NAME "fuzz_safetensors"
+#include "fuzz_assert.h"
 
 static char path[256];
 static st_train_config config; /* the trainer shares its strings */

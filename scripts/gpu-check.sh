@@ -3,7 +3,7 @@
 # ../shared/tools/device-deps.sh; the machine has no package registry), then
 # the stages named in STAGES (default: build test torch), each logged under
 # $OUT and summarised on stdout:
-#   build     configure and build into build-gpu (sm_90 + PTX)
+#   build     configure and build into build-gpu (sm_90 + PTX; BUILD_TARGETS: only those)
 #   test      the CPU tests through ctest (CTEST_EXCLUDE: a regex of tests to
 #             leave out, e.g. "test_learning|test_csv"), then every
 #             test_cuda_* one at a time with its full output (SKIP_CUDA_TESTS)
@@ -44,7 +44,9 @@ if has build; then
     -DOPENBLAS_LIB="$A/openblas-pthread/libopenblas.so" \
     -DCJSON_INCLUDE_DIR="$U/include" -DCJSON_LIB="$A/libcjson.so" >"$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
-  cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
+  # BUILD_TARGETS: only these targets (e.g. "ssmtrade test_cuda_dist"; default: all)
+  cmake --build build-gpu -j16 ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$OUT/build.log" 2>&1 \
+    || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
   rm -f "$OUT/configure.log" "$OUT/build.log" # at most 8 files come back
 fi
 

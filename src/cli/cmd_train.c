@@ -24,6 +24,16 @@
  * metrics file is cut back to the checkpoint's update (a kill between the
  * metrics line and the checkpoint leaves lines of an update that is redone).
  *
+ * --gpus N (N > 1, issue 8): after every check above this process becomes
+ * the launcher of dist/launch.h, which starts N ranks of the same command;
+ * a rank (SSMTRADE_RANK or mpirun's OMPI_COMM_WORLD_RANK in its
+ * environment) joins the NCCL communicator on its GPU and trains its slice
+ * (train/trainer_cuda.h, st_cuda_trainer_init_dist). Only rank 0 prints
+ * progress and writes the run folder; every rank takes part in the
+ * collectives of each update, of each checkpoint (the environments are
+ * gathered) and of the stop decision after each update (a signal that
+ * reached only some ranks stops all of them after the same update).
+ *
  * Test hook: SSMTRADE_TEST_SLOW_CHECKPOINT_MS=N sleeps N ms before each
  * checkpoint file is written, to widen the window a test's signals aim at
  * (tests/cli/test_sigkill.sh, test_signals.sh). */
@@ -42,16 +52,19 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "dist/launch.h"
 #include "cli/run_setup.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "dist/dist.h"
 #include "report/tboard.h"
 #include "trace/guard.h"
 #include "trace/trace.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "train/trainer_cuda.h"
+#include "train/trainer_cuda_dist.h"
 
 static const st_flag extra_flags[] = {
     ST_DIMS_FLAGS,
@@ -64,6 +77,8 @@ static const st_flag extra_flags[] = {
     {"inject", "L:S:I[:nan|inf]", "write NaN/Inf into label L at step S, flat index I (drills, tests)"},
     {"poison-padding", NULL, "activation rows wider than their width, the gap a tagged NaN"},
     {"trace-dump", "DIR", "where a trip's dump goes (RUNDIR/trace_dump)"},
+    {"gpus", "N", "data-parallel training on N GPUs of this host: one process per GPU, NCCL; B and the minibatch "
+                  "split over them (1)"},
 };
 #define N_EXTRA (int)(sizeof extra_flags / sizeof extra_flags[0])
 
@@ -270,12 +285,18 @@ static void trace_free(run_trace *rt) {
     st_trace_free(&rt->tr);
 }
 
-/* A trip: the report on stdout, the dump folder, one line for main. */
-static int trace_trip(const st_args *a, run_trace *rt, const char *out, int rc) {
+/* A trip: the report on stdout, the dump folder, one line for main; rank:
+ * this process's rank of a multi-GPU run (-1: none). */
+static int trace_trip(const st_args *a, run_trace *rt, const char *out, int rc, int rank) {
+    if (rank >= 0) printf("-- rank %d:\n", rank);
     st_trace_report(&rt->tr, stdout, 40);
     char dir[1200];
     snprintf(dir, sizeof dir, "%s", st_args_str(a, "trace-dump", NULL) ? st_args_str(a, "trace-dump", NULL) : "");
     if (!dir[0]) snprintf(dir, sizeof dir, "%s/trace_dump", out);
+    if (rank > 0) { /* each rank's own dump: rank 0's at DIR, rank r's at DIR_rank<r> */
+        size_t n = strlen(dir);
+        snprintf(dir + n, sizeof dir - n, "_rank%d", rank);
+    }
     int drc = st_trace_write_dump(&rt->g, dir);
     if (drc != ST_OK) return drc;
     printf("dump: %s (pre-step checkpoint, bad tensor and inputs; ssmtrade replay %s)\n", dir, dir);
@@ -414,6 +435,18 @@ static void check_run(const st_args *a, st_train_config *cfg, int gpu, st_safete
     int cfg_ok = st_problems_take(p, st_train_config_validate(cfg)) == ST_OK;
     st_run_check_data(cfg, p);
     check_out(st_args_str(a, "out", "runs/train"), p);
+    int gpus = 1;
+    st_problems_take(p, st_args_int(a, "gpus", 1, &gpus));
+    if (gpus < 1 || gpus > 1024) {
+        ST_PROBLEM(p, "--gpus %d: expected 1 to 1024", gpus);
+    } else if (gpus > 1) {
+        st_dist split = {.world = gpus};
+        if (!gpu) ST_PROBLEM(p, "--gpus %d: multi-GPU training runs on the CUDA backend (--device cuda)", gpus);
+        else if (!st_dist_available()) ST_PROBLEM(p, "--gpus %d: %s", gpus, st_dist_describe());
+        else if (st_cuda_devices() < gpus && !getenv("OMPI_COMM_WORLD_RANK")) /* mpirun: over several hosts */
+            ST_PROBLEM(p, "--gpus %d: this host has %d GPU(s)", gpus, st_cuda_devices());
+        if (cfg_ok) st_problems_take(p, st_cuda_dist_check(cfg, &split));
+    }
     if (p->n == 0 && p->hidden == 0 && cfg_ok) st_run_check_memory(cfg, gpu, p);
 }
 
@@ -439,6 +472,9 @@ static void release_stop_signals(const struct sigaction old[2]) {
     sigaction(SIGTERM, &old[1], NULL);
 }
 
+/* main's argv (the launcher starts the ranks with the same arguments) */
+static char **launch_argv;
+
 static int train(const st_args *a, st_train_config *cfg, st_problems *problems) {
     const char *out = st_args_str(a, "out", "runs/train");
     const char *resume = st_args_str(a, "resume", NULL);
@@ -448,10 +484,42 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
     int gpu = strcmp(device, "cuda") == 0, quiet = st_args_has(a, "quiet");
     st_safetensors ck = {0};
     check_run(a, cfg, gpu, &ck, problems);
+    st_rank_env re;
+    int is_rank = 0, gpus = 1;
+    st_args_int(a, "gpus", 1, &gpus); /* checked by check_run */
+    st_problems_take(problems, st_rank_from_env(&re, &is_rank));
+    if (is_rank && re.world != gpus)
+        ST_PROBLEM(problems, "rank %d of %d (SSMTRADE_WORLD) was started with --gpus %d", re.rank, re.world, gpus);
     if (problems->n || problems->hidden) {
         st_safetensors_close(&ck);
         return st_problems_report(problems, "train");
     }
+    if (gpus > 1 && !is_rank) { /* the launcher: every check above passed; the ranks do the work */
+        st_safetensors_close(&ck);
+        if (!quiet)
+            printf("training on %d GPUs: %d processes of this program, one per GPU (rank 0 prints and writes %s)\n",
+                   gpus, gpus, out);
+        fflush(stdout);
+        st_clear_error();
+        char hex[ST_DIST_ID_HEX];
+        return st_dist_new_id(hex) == ST_OK ? st_launch_ranks(gpus, launch_argv, hex) : 1;
+    }
+    /* a rank: its GPU and the communicator; only rank 0 prints and writes files */
+    st_dist dist = {0};
+    int dist_on = 0, writer = !is_rank || re.rank == 0, rc = ST_OK;
+    if (is_rank) {
+        char hex[ST_DIST_ID_HEX];
+        rc = st_cuda_use_device(re.local_rank);
+        if (rc == ST_OK && !re.id_hex) { /* mpirun: every rank derives the id from NCCL_COMM_ID */
+            rc = getenv("NCCL_COMM_ID") ? st_dist_new_id(hex)
+                                        : ST_FAIL(ST_ERR_INPUT, "under mpirun, set NCCL_COMM_ID=<host of rank 0>:<free "
+                                                                "port> for every rank (mpirun -x NCCL_COMM_ID=...)");
+            re.id_hex = hex;
+        }
+        if (rc == ST_OK) rc = st_dist_init(&dist, re.rank, re.world, re.id_hex);
+        dist_on = rc == ST_OK;
+    }
+    quiet = quiet || !writer;
     st_market m = {0};
     st_trainer cpu_t = {0};
     st_cuda_trainer gpu_t;
@@ -461,29 +529,31 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
     st_trainer *t = gpu ? &gpu_t.host : &cpu_t;
     FILE *mf = NULL;
     st_tboard *tb = NULL;
-    int rc = st_run_market(cfg, &m, !quiet);
+    if (rc == ST_OK) rc = st_run_market(cfg, &m, !quiet);
     if (rc == ST_OK) {
         st_run_check_market(cfg, &m, problems);
         if (problems->n) rc = st_problems_report(problems, "train");
     }
     int pad = st_args_has(a, "poison-padding") ? ST_TRACE_POISON_PAD : 0;
-    if (rc == ST_OK) rc = gpu ? st_cuda_trainer_init(&gpu_t, cfg, &m) : st_trainer_init_padded(t, cfg, &m, pad);
+    if (rc == ST_OK)
+        rc = gpu ? st_cuda_trainer_init_dist(&gpu_t, cfg, &m, dist_on ? &dist : NULL)
+                 : st_trainer_init_padded(t, cfg, &m, pad);
     if (rc == ST_OK && resume) rc = st_checkpoint_restore(&ck, t);
     if (rc == ST_OK && resume && gpu) rc = st_cuda_trainer_push_host(&gpu_t);
     run_trace rt = {0};
     if (rc == ST_OK) rc = trace_setup(a, t, gpu ? &gpu_t : NULL, &rt);
     st_safetensors_close(&ck);
     char path[1200];
-    if (rc == ST_OK) {
+    if (rc == ST_OK && writer) {
         snprintf(path, sizeof path, "%s/checkpoints", out);
         rc = mkdir_p(path);
     }
-    if (rc == ST_OK) {
+    if (rc == ST_OK && writer) {
         int stale = remove_stale_temps(out);
         stale += remove_stale_temps(path);
         if (stale && !quiet) printf("removed %d temporary file(s) of a killed checkpoint write in %s\n", stale, out);
     }
-    if (rc == ST_OK) {
+    if (rc == ST_OK && writer) {
         snprintf(path, sizeof path, "%s/config.json", out);
         char *json = st_train_config_to_json(cfg);
         size_t n = json ? strlen(json) : 0;
@@ -493,7 +563,7 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
         free(text);
         free(json);
     }
-    if (rc == ST_OK) {
+    if (rc == ST_OK && writer) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", out);
         int dropped = 0;
         if (resume) rc = trim_metrics(path, t->update, &dropped);
@@ -503,13 +573,16 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
         mf = rc == ST_OK ? fopen(path, resume ? "a" : "w") : NULL;
         if (rc == ST_OK && !mf) rc = ST_FAIL(ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     }
-    if (rc == ST_OK) rc = st_tboard_open(out, &tb);
+    if (rc == ST_OK && writer) rc = st_tboard_open(out, &tb);
     if (rc == ST_OK && !quiet)
         printf("training: preset %s, %zu parameters, B=%d T=%d K=%d, %d updates from update %ld, run folder %s, "
                "trace %s%s%s\n",
                cfg->preset, t->table.total, cfg->dims.B, cfg->dims.T, cfg->dims.K, cfg->updates, t->update, out,
                st_args_str(a, "trace", "off"), pad ? ", poisoned padding" : "", rt.on && rt.tr.inject.armed ? ", injection armed" : "");
     if (rc == ST_OK && !quiet && gpu) printf("device: %s\n", st_cuda_describe());
+    if (rc == ST_OK && !quiet && dist_on)
+        printf("data parallel: %d ranks (%s), B/%d = %d environments and minibatch/%d = %d windows each\n",
+               dist.world, st_dist_describe(), dist.world, gpu_t.Bl, dist.world, gpu_t.ml);
     fflush(stdout);
     long first = t->update, todo = cfg->updates - t->update;
     if (cfg->stop_after > 0 && cfg->stop_after < todo) todo = cfg->stop_after;
@@ -517,38 +590,47 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
     long saved = -1; /* the update of the last checkpoint written */
     struct sigaction old_handlers[2];
     catch_stop_signals(old_handlers);
-    for (long i = 0; rc == ST_OK && i < todo && !stop_signal; i++) {
+    int stop = stop_signal; /* the signal the run stops on; the ranks agree on it after every update */
+    for (long i = 0; rc == ST_OK && i < todo && !stop; i++) {
         st_update_stats s;
         rc = gpu ? st_cuda_trainer_update(&gpu_t, &s) : rt.on ? st_trace_guard_update(&rt.g, &s) : st_trainer_update(t, &s);
         if (rc == ST_ERR_NUMERIC && rt.on && rt.tr.tripped) {
             if (!quiet) progress_line(&s, cfg, st_trace_status(&rt.tr));
             /* the GPU trainer is back at its pre-step state on the device: the dump's checkpoint needs it on the host */
             int src = gpu ? st_cuda_trainer_sync_host(&gpu_t) : ST_OK;
-            rc = src == ST_OK ? trace_trip(a, &rt, out, rc) : src;
+            rc = src == ST_OK ? trace_trip(a, &rt, out, rc, is_rank ? re.rank : -1) : src;
         }
         if (rc != ST_OK) break;
         elapsed += s.seconds;
-        metrics_jsonl(mf, &s);
-        tensorboard(tb, &s, cfg);
+        if (mf) metrics_jsonl(mf, &s);
+        if (tb) tensorboard(tb, &s, cfg);
         if (!quiet) progress_line(&s, cfg, st_trace_status(rt.on ? &rt.tr : NULL));
         if (!quiet) progress_bar(t->update - first, todo, elapsed);
+        stop = stop_signal;
+        if (dist_on) { /* a signal may have reached some ranks only: all stop, or none */
+            int any = 0;
+            rc = st_cuda_trainer_any(&gpu_t, stop != 0, &any);
+            if (rc != ST_OK) break;
+            if (any && !stop) stop = SIGTERM;
+        }
         /* after a stop signal the checkpoint below is the one */
-        if (!stop_signal && cfg->checkpoint_every > 0 && t->update % cfg->checkpoint_every == 0 && i + 1 < todo) {
-            if (gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
-            if (rc == ST_OK) rc = save(t, out, 1);
+        if (!stop && cfg->checkpoint_every > 0 && t->update % cfg->checkpoint_every == 0 && i + 1 < todo) {
+            if (gpu) rc = st_cuda_trainer_sync_host(&gpu_t); /* with ranks: every rank, a collective */
+            if (rc == ST_OK && writer) rc = save(t, out, 1);
             if (rc == ST_OK) saved = t->update;
         }
     }
-    if (rc == ST_OK && stop_signal && !quiet) {
-        printf("stopping on %s after update %ld%s\n", stop_signal == SIGINT ? "SIGINT" : "SIGTERM", t->update,
+    if (rc == ST_OK && stop && !quiet) {
+        printf("stopping on %s after update %ld%s\n", stop == SIGINT ? "SIGINT" : "SIGTERM", t->update,
                saved == t->update ? " (its checkpoint is written)" : ": writing the checkpoint");
         fflush(stdout);
     }
     if (rc == ST_OK && saved != t->update && gpu) rc = st_cuda_trainer_sync_host(&gpu_t);
-    if (rc == ST_OK && saved != t->update) rc = save(t, out, 1);
+    if (rc == ST_OK && saved != t->update && writer) rc = save(t, out, 1);
     release_stop_signals(old_handlers); /* a signal during the write above only set the flag */
-    if (rc == ST_OK && stop_signal) {
-        const char *name = stop_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (!stop) stop = stop_signal;
+    if (rc == ST_OK && stop) {
+        const char *name = stop == SIGINT ? "SIGINT" : "SIGTERM";
         if (!quiet && isatty(fileno(stderr))) fputc('\n', stderr); /* after the progress bar */
         fprintf(stderr,
                 "ssmtrade train: interrupted by %s after update %ld: checkpoint %s/last.safetensors (resume with "
@@ -556,7 +638,7 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
                 name, t->update, out, out);
         fflush(stderr);
         st_clear_error();
-        rc = 128 + (stop_signal == SIGINT ? SIGINT : SIGTERM);
+        rc = 128 + (stop == SIGINT ? SIGINT : SIGTERM);
     } else if (rc == ST_OK && !quiet) {
         printf("checkpoint: %s/last.safetensors (update %ld)\n", out, t->update);
     }
@@ -566,10 +648,19 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
     if (gpu) st_cuda_trainer_free(&gpu_t);
     else st_trainer_free(&cpu_t);
     st_market_free(&m);
+    if (dist_on && rc == ST_OK) st_dist_free(&dist);
+    else if (dist_on) st_dist_abort(&dist); /* the peers may be gone */
+    if (is_rank && rc != ST_OK && rc < 128 && !strstr(st_last_error(), "rank ")) {
+        char why[700];
+        snprintf(why, sizeof why, "%s", st_last_error());
+        st_clear_error();
+        rc = ST_FAIL(rc, "rank %d of %d: %s", re.rank, re.world, why);
+    }
     return rc;
 }
 
 int st_cmd_train(int argc, char **argv) {
+    launch_argv = argv - 1; /* main passes its own argv + 1: argv[-1] is the program */
     return st_run_train_command_checked(argc, argv, "train",
                                         "Trains the agent with PPO. Without --data it uses the built-in synthetic "
                                         "market. SIGINT or SIGTERM: the current update ends, the checkpoint is "

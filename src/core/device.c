@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "core/error.h"
+
 #ifdef ST_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -22,6 +24,18 @@ int st_cuda_devices(void) {
     return n;
 #else
     return 0;
+#endif
+}
+
+int st_cuda_use_device(int dev) {
+#ifdef ST_HAVE_CUDA
+    int n = st_cuda_devices();
+    ST_REQUIRE(dev >= 0 && dev < n, ST_ERR_DEVICE, "GPU %d: this host has %d GPU(s)", dev, n);
+    cudaError_t e = cudaSetDevice(dev);
+    ST_REQUIRE(e == cudaSuccess, ST_ERR_DEVICE, "GPU %d: %s", dev, cudaGetErrorString(e));
+    return 0;
+#else
+    return ST_FAIL(ST_ERR_DEVICE, "GPU %d: no CUDA backend in this build", dev);
 #endif
 }
 

@@ -10,6 +10,9 @@
 int st_cuda_devices(void);
 /* 1 when the CUDA backend was compiled in. */
 int st_cuda_built(void);
+/* Makes device dev current for this thread (a rank of multi-GPU training);
+ * ST_OK (0), or ST_ERR_DEVICE with a message in st_last_error(). */
+int st_cuda_use_device(int dev);
 /* One line naming device 0 ("NVIDIA H200, sm_90, 132 SMs, 139 GiB"), or why there is none. */
 const char *st_cuda_describe(void);
 

@@ -13,7 +13,9 @@
  * with no FMA contraction, so positions, stops, fills and rewards are the
  * host's bits; the context features leave as float after the same soft
  * clip (tanh may differ from the host's libm by an ulp). Episode resets
- * draw Philox(seed, ENV_RESET, (b << 32) | episode) like the host.
+ * draw Philox(seed, ENV_RESET, ((dev.b0 + b) << 32) | episode) like the
+ * host (dev.b0: the global number of instance 0; set it after create when
+ * the instances are a rank's slice of a multi-GPU run).
  *
  * Outputs (st_cuda_env_out, every member a device pointer or NULL):
  *   reward[b]   the step's reward in R (float), 0 at reset

@@ -21,9 +21,27 @@
 #define ST_DIST_ID_BYTES 128                    /* NCCL_UNIQUE_ID_BYTES */
 #define ST_DIST_ID_HEX (2 * ST_DIST_ID_BYTES + 1) /* its hex text with the NUL */
 
+typedef enum { ST_DIST_F32 = 0, ST_DIST_F64 = 1 } st_dist_type;
+typedef enum { ST_DIST_SUM = 0, ST_DIST_MEAN = 1, ST_DIST_MAX = 2 } st_dist_op;
+
+struct st_dist;
+
+/* The collectives a trainer uses, as a table: NCCL's (ops NULL in st_dist)
+ * or a test double's (tests/cuda/dist_threads.h runs several ranks as
+ * threads of one process on one GPU, where NCCL refuses two ranks). Each
+ * is enqueued on stream and returns ST_OK or an error of core/error.h. */
 typedef struct {
+    /* buf[0..n) of every rank reduced by op, the result on every rank (in place) */
+    int (*allreduce)(struct st_dist *d, void *buf, size_t n, st_dist_type type, st_dist_op op, void *stream);
+    /* buf holds world * bytes; this rank's bytes at buf + rank * bytes go to that place on every rank */
+    int (*allgather)(struct st_dist *d, void *buf, size_t bytes, void *stream);
+} st_dist_ops;
+
+typedef struct st_dist {
     int rank, world;
-    void *comm; /* ncclComm_t; NULL before st_dist_init */
+    void *comm;             /* ncclComm_t; NULL before st_dist_init */
+    const st_dist_ops *ops; /* NULL: NCCL */
+    void *ctx;              /* the ops' state */
 } st_dist;
 
 /* 1 when this build has NCCL. */
@@ -46,6 +64,11 @@ int st_dist_init(st_dist *d, int rank, int world, const char *hex);
 /* buf[0..n) = the mean over the ranks of every rank's buf (ncclAvg, in
  * place), enqueued on stream (a cudaStream_t; capturable in a CUDA graph). */
 int st_dist_allreduce_mean(st_dist *d, float *buf, size_t n, void *stream);
+
+/* The table's collectives (NCCL's unless d->ops is set). An all-gather in
+ * place: buf holds world * bytes, rank r's part at buf + r * bytes. */
+int st_dist_allreduce(st_dist *d, void *buf, size_t n, st_dist_type type, st_dist_op op, void *stream);
+int st_dist_allgather(st_dist *d, void *buf, size_t bytes, void *stream);
 
 /* ST_OK while the communicator is healthy; ST_ERR_DEVICE naming this rank
  * and NCCL's reason once an asynchronous error (a dead peer, a network

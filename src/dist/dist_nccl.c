@@ -56,10 +56,26 @@ int st_dist_init(st_dist *d, int rank, int world, const char *hex) {
 }
 
 int st_dist_allreduce_mean(st_dist *d, float *buf, size_t n, void *stream) {
+    return st_dist_allreduce(d, buf, n, ST_DIST_F32, ST_DIST_MEAN, stream);
+}
+
+int st_dist_allreduce(st_dist *d, void *buf, size_t n, st_dist_type type, st_dist_op op, void *stream) {
+    if (d && d->ops) return d->ops->allreduce(d, buf, n, type, op, stream);
     ST_REQUIRE(d && d->comm, ST_ERR_INTERNAL, "NCCL all-reduce before st_dist_init");
     if (n == 0) return ST_OK;
-    ST_NCCL_TRY(ncclAllReduce(buf, buf, n, ncclFloat32, ncclAvg, (ncclComm_t)d->comm, (cudaStream_t)stream),
-                "all-reduce (mean)");
+    ncclRedOp_t ro = op == ST_DIST_SUM ? ncclSum : op == ST_DIST_MEAN ? ncclAvg : ncclMax;
+    ST_NCCL_TRY(ncclAllReduce(buf, buf, n, type == ST_DIST_F64 ? ncclFloat64 : ncclFloat32, ro,
+                              (ncclComm_t)d->comm, (cudaStream_t)stream),
+                "all-reduce");
+    return ST_OK;
+}
+
+int st_dist_allgather(st_dist *d, void *buf, size_t bytes, void *stream) {
+    if (d && d->ops) return d->ops->allgather(d, buf, bytes, stream);
+    ST_REQUIRE(d && d->comm, ST_ERR_INTERNAL, "NCCL all-gather before st_dist_init");
+    if (bytes == 0) return ST_OK;
+    char *mine = (char *)buf + (size_t)d->rank * bytes; /* in place */
+    ST_NCCL_TRY(ncclAllGather(mine, buf, bytes, ncclUint8, (ncclComm_t)d->comm, (cudaStream_t)stream), "all-gather");
     return ST_OK;
 }
 
@@ -101,9 +117,16 @@ int st_dist_init(st_dist *d, int rank, int world, const char *hex) {
     memset(d, 0, sizeof *d);
     return no_nccl();
 }
-int st_dist_allreduce_mean(st_dist *d, float *buf, size_t n, void *stream) {
-    (void)d, (void)buf, (void)n, (void)stream;
+int st_dist_allreduce(st_dist *d, void *buf, size_t n, st_dist_type type, st_dist_op op, void *stream) {
+    if (d && d->ops) return d->ops->allreduce(d, buf, n, type, op, stream);
     return no_nccl();
+}
+int st_dist_allgather(st_dist *d, void *buf, size_t bytes, void *stream) {
+    if (d && d->ops) return d->ops->allgather(d, buf, bytes, stream);
+    return no_nccl();
+}
+int st_dist_allreduce_mean(st_dist *d, float *buf, size_t n, void *stream) {
+    return st_dist_allreduce(d, buf, n, ST_DIST_F32, ST_DIST_MEAN, stream);
 }
 int st_dist_poll(st_dist *d) {
     (void)d;

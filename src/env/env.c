@@ -113,10 +113,16 @@ void st_env_free(st_env *e) {
     memset(e, 0, sizeof *e);
 }
 
+void st_env_copy_instances(st_env *dst, int dst_b, const st_env *src, int src_b, int n) {
+#define ST_ENV_COPY(f, type) memcpy(dst->f + dst_b, src->f + src_b, sizeof(type) * (size_t)n);
+    ST_ENV_ARRAYS(ST_ENV_COPY)
+#undef ST_ENV_COPY
+}
+
 /* ---- episodes -------------------------------------------------------------- */
 
 void st_env_draw_start(const st_env *e, int b, uint32_t episode, int *inst, int *bar) {
-    uint64_t index = ((uint64_t)(uint32_t)b << 32) | episode;
+    uint64_t index = ((uint64_t)(uint32_t)(e->b0 + b) << 32) | episode;
     st_philox4 d = st_philox_draw(e->cfg.seed, ST_STREAM_ENV_RESET, index);
     /* multiply-shift: uniform over the pairs with bias < total / 2^32 */
     int64_t k = (int64_t)(((uint64_t)d.v[0] * (uint64_t)e->start_total) >> 32);
@@ -315,7 +321,7 @@ static double step_one(st_env *e, int b, int target, int *done, st_trade_log *lo
 int st_env_step(st_env *e, const int *actions, const st_env_out *out) {
     for (int b = 0; b < e->B; b++)
         ST_REQUIRE(actions[b] >= 0 && actions[b] <= 2, ST_ERR_INPUT,
-                   "environment: action %d of instance %d is not 0 (short), 1 (flat) or 2 (long)", actions[b], b);
+                   "environment: action %d of instance %d is not 0 (short), 1 (flat) or 2 (long)", actions[b], e->b0 + b);
     st_trade_log *log = out ? out->log : NULL;
     for (int b = 0; b < e->B; b++) {
         if (!e->active[b]) {

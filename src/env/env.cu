@@ -10,7 +10,7 @@
  *   the stop inside bar t1 (gap: filled at the open, else at the stop);
  *   mark at close[t1]; liquidation at close[t1] on the episode's last bar;
  *   equity_R = realized_R + unrealized_R, reward = equity_R - equity_R before;
- *   auto-reset at Philox(seed, ENV_RESET, (b << 32) | episode), the pair found
+ *   auto-reset at Philox(seed, ENV_RESET, ((b0 + b) << 32) | episode), the pair found
  *   by a binary search over the block's start_cum, as st_env_draw_start.
  *
  * Bits. Every expression keeps env.c's operands and order of operations,
@@ -90,7 +90,7 @@ ST_ENV_HD double cost_frac(const env_args &a) { return (a.s.cfg.slippage_bps + a
 /* ---- episodes (env.c: st_env_draw_start, begin_episode) -------------------- */
 
 ST_ENV_HD void draw_start(const env_args &a, int b, uint32_t episode, int *inst, int *bar) {
-    uint64_t index = ((uint64_t)(uint32_t)b << 32) | episode;
+    uint64_t index = ((uint64_t)(uint32_t)(a.s.b0 + b) << 32) | episode;
     st_philox4 d = st_philox_draw(a.s.cfg.seed, ST_STREAM_ENV_RESET, index);
     int64_t k = (int64_t)(((uint64_t)d.v[0] * (uint64_t)a.s.start_total) >> 32);
     int lo = 0, hi = a.n_inst - 1; /* last instrument whose cumulative start <= k */
@@ -535,5 +535,5 @@ extern "C" int st_cuda_env_check(st_cuda_env *e) {
     ST_CUDA_TRY(cudaMemcpy(e->error, &none, sizeof none, cudaMemcpyHostToDevice));
     int b = (int)(uint32_t)(word >> 32), action = (int)(uint32_t)word;
     return ST_FAIL(ST_ERR_INPUT, "environment: action %d of instance %d is not 0 (short), 1 (flat) or 2 (long)", action,
-                   b);
+                   e->dev.b0 + b);
 }

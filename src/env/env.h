@@ -47,9 +47,12 @@
  * pairs of the split with s in [split_begin, split_end - 2] (at least one
  * step), and ends after H steps or when bar split_end - 1 is reached
  * (H = 0: only the latter). The draw for episode e of instance b is
- * Philox(seed, ST_STREAM_ENV_RESET, ((uint64)b << 32) | e), word 0 scaled
- * to the number of pairs: a pure function of (seed, b, e), so a GPU kernel
- * reproduces it without sequential state (st_env_draw_start). Every done is
+ * Philox(seed, ST_STREAM_ENV_RESET, ((uint64)(b0 + b) << 32) | e), word 0
+ * scaled to the number of pairs: a pure function of (seed, b0 + b, e), so a
+ * GPU kernel reproduces it without sequential state (st_env_draw_start).
+ * b0 (0 unless set after create) is the global number of instance 0: the
+ * ranks of multi-GPU training each step a slice of the B instances and
+ * draw what the one-GPU run draws for them. Every done is
  * a time-limit truncation, never a terminal state of the market.
  *
  * All values are finite for any legal data: every divisor is floored. */
@@ -200,6 +203,7 @@ typedef struct {
     st_env_config cfg;
     const st_market *m;
     int B;
+    int b0; /* global number of instance 0 (its draws and messages); 0 but in a rank's slice */
     int Hn; /* resolved H_norm */
 #define ST_ENV_FIELD(f, type) type *f;
     ST_ENV_ARRAYS(ST_ENV_FIELD)
@@ -227,6 +231,11 @@ void st_env_free(st_env *e);
 /* The start of episode `episode` of instance b: a pure function of
  * (seed, b, episode) and the split's layout. */
 void st_env_draw_start(const st_env *e, int b, uint32_t episode, int *inst, int *bar);
+
+/* Copies the state of instances [src_b, src_b + n) of src into instances
+ * [dst_b, dst_b + n) of dst (both on the same market and config): the
+ * slices of multi-GPU training. */
+void st_env_copy_instances(st_env *dst, int dst_b, const st_env *src, int src_b, int n);
 
 /* Starts episode 0 of every instance and writes its observations (reward
  * 0, done 0, context, instrument, bar) into out (may be NULL). */

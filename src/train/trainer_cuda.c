@@ -24,14 +24,16 @@
 #include "cuda/ppo_loss_cuda.h"
 #include "cuda/rollout_cuda.h"
 #include "cuda/select_cuda.h"
+#include "dist/dist.h"
 #include "train/schedule.h"
+#include "train/trainer_cuda_dist.h"
 #include "trace/trace.h"
 
 
 #define DALLOC(p, n) ST_CU(cudaMalloc((void **)&(p), sizeof *(p) * ((size_t)(n) > 0 ? (size_t)(n) : 1)))
 #define HALLOC(p, n) ST_CU(cudaMallocHost((void **)&(p), sizeof *(p) * ((size_t)(n) > 0 ? (size_t)(n) : 1)))
 
-enum { G_ACT = 0, G_POST = 1, G_TRAIN = 2 };
+enum { G_ACT = 0, G_POST = 1, G_TRAIN = 2, G_OPT = 3 };
 enum { SCAN_NONE = 0, SCAN_SENTINEL = 1, SCAN_FULL = 2 };
 
 static double now_seconds(void) {
@@ -134,13 +136,18 @@ static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst
     return ST_OK;
 }
 
+/* This rank's B = t->Bl instances step; the rollout slot t of the rank's
+ * part of the rollout (t->roff) keeps them; the draw index advances by the
+ * global B, so instance b draws what instance b0 + b of one GPU draws. */
 static int body_act(st_cuda_trainer *t) {
     const st_dims *d = &t->host.cfg.dims;
-    int B = d->B, C = d->C;
+    int B = t->Bl, C = d->C;
+    size_t o = (size_t)t->roff;
     const st_env *e = &t->env.dev;
     /* the context is scanned (and an injection lands) before the rollout keeps its copy, as on the CPU */
     ST_TRY(scan_label(t, ST_PHASE_ENV, ST_TK_CONTEXT, 0, t->ctx, B, C, C, 0));
-    ST_TRY(st_cuda_step_record(B, C, t->ctrl, e->inst, e->bar, t->ctx, C, t->r_inst, t->r_bar, t->r_ctx, t->stream));
+    ST_TRY(st_cuda_step_record(B, C, t->ctrl, e->inst, e->bar, t->ctx, C, t->r_inst + o, t->r_bar + o,
+                               t->r_ctx + o * C, t->stream));
     ST_TRY(forward_windows(t, ST_PHASE_ACT, B, e->inst, e->bar, t->ctx));
     ST_TRY(st_cuda_select_actions(B, d->A, t->logits, d->A, (uint64_t)t->host.cfg.seed, ST_STREAM_ACTION,
                                   &t->ctrl->draw_base, 0, t->a_action, t->a_logp, t->stream));
@@ -149,49 +156,40 @@ static int body_act(st_cuda_trainer *t) {
     ST_TRY(st_cuda_env_step(&t->env, t->a_action, &out, t->stream));
     ST_TRY(scan_label(t, ST_PHASE_ENV, ST_TK_REWARD, 0, t->a_reward, 1, B, B, 0));
     ST_TRY(st_cuda_step_commit(B, t->ctrl, t->a_action, t->a_logp, t->value, t->a_reward, t->a_done, t->a_epR,
-                               t->r_action, t->r_logp, t->r_value, t->r_reward, t->r_done, t->r_epR, t->stream));
-    return st_cuda_step_advance_act(B, t->ctrl, t->stream);
+                               t->r_action + o, t->r_logp + o, t->r_value + o, t->r_reward + o, t->r_done + o,
+                               t->r_epR + o, t->stream));
+    return st_cuda_step_advance_act(d->B, t->ctrl, t->stream);
+}
+
+/* The rollout's statistics over all N samples (every rank's, once gathered). */
+static int rollout_stats(st_cuda_trainer *t) {
+    return st_cuda_rollout_stats_compute(t->host.N, t->r_reward, t->r_value, t->r_done, t->r_epR, t->ret, t->rstats,
+                                         t->stats_work, t->stream);
 }
 
 static int body_post(st_cuda_trainer *t) {
     const st_train_config *c = &t->host.cfg;
     const st_dims *d = &c->dims;
-    int B = d->B, T = d->T;
+    int B = t->Bl, T = d->T;
+    size_t o = (size_t)t->roff;
     const st_env *e = &t->env.dev;
     ST_TRY(st_cuda_step_set_sub(t->ctrl, T, t->stream)); /* the bootstrap forward is act pass T */
     ST_TRY(forward_windows(t, ST_PHASE_ACT, B, e->inst, e->bar, t->ctx));
     ST_CU(cudaMemcpyAsync(t->last_value, t->value, sizeof(float) * B, cudaMemcpyDeviceToDevice, stream_of(t)));
-    ST_TRY(st_cuda_gae(T, B, t->r_reward, t->r_value, t->r_done, t->last_value, c->gamma, c->gae_lambda, t->adv,
-                       t->ret, t->stream));
+    ST_TRY(st_cuda_gae(T, B, t->r_reward + o, t->r_value + o, t->r_done + o, t->last_value, c->gamma, c->gae_lambda,
+                       t->adv + o, t->ret + o, t->stream));
     ST_TRY(st_cuda_step_set_sub(t->ctrl, -1, t->stream));
-    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_GAE_ADV, 0, t->adv, T, B, B, 0));
-    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_GAE_RET, 0, t->ret, T, B, B, 0));
-    return st_cuda_rollout_stats_compute(t->host.N, t->r_reward, t->r_value, t->r_done, t->r_epR, t->ret, t->rstats,
-                                 t->stats_work, t->stream);
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_GAE_ADV, 0, t->adv + o, T, B, B, 0));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_GAE_RET, 0, t->ret + o, T, B, B, 0));
+    /* with ranks the statistics wait for the gathered rollout (run_update) */
+    return t->dist ? ST_OK : rollout_stats(t);
 }
 
-static int body_train(st_cuda_trainer *t) {
-    st_trainer *h = &t->host;
-    const st_train_config *c = &h->cfg;
-    const st_dims *d = &c->dims;
-    int mb = h->mb;
-    size_t P = h->table.total;
-    st_ppo_coefs pc = {c->clip, c->value_clip, c->vf_coef, c->ent_coef};
+/* The (averaged) gradient's scans, global norm, the clip and AdamW. */
+static int body_opt(st_cuda_trainer *t) {
+    const st_train_config *c = &t->host.cfg;
+    size_t P = t->host.table.total;
     st_adamw_hparams hp = {0, c->beta1, c->beta2, c->adam_eps, c->weight_decay};
-    ST_TRY(st_cuda_step_begin_train(t->ctrl, t->stream));
-    ST_TRY(st_cuda_rollout_gather_at(mb, d->C, t->perm, &t->ctrl->k, t->r_inst, t->r_bar, t->r_action, t->r_ctx,
-                                     t->r_logp, t->r_value, t->ret, t->adv, t->mb_inst, t->mb_bar, t->mb_action,
-                                     t->mb_ctx, t->mb_logp, t->mb_value, t->mb_ret, t->mb_adv, t->gather_work,
-                                     t->stream));
-    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_MB_ADV, 0, t->mb_adv, 1, mb, mb, 0));
-    ST_TRY(forward_windows(t, ST_PHASE_TRAIN, mb, t->mb_inst, t->mb_bar, t->mb_ctx));
-    ST_TRY(st_cuda_ppo_loss(mb, d->A, t->logits, d->A, t->mb_action, t->mb_logp, t->mb_adv, t->value, t->mb_value,
-                            t->mb_ret, &pc, t->stats1, t->dlogits, d->A, t->dvalue, t->loss_work, t->stream));
-    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_LOSS, 0, t->stats1, 1, 6, 6, 1));
-    ST_TRY(scan_label(t, ST_PHASE_BWD, ST_TK_DLOGITS, 0, t->dlogits, mb, d->A, d->A, 0));
-    ST_TRY(scan_label(t, ST_PHASE_BWD, ST_TK_DVALUE, 0, t->dvalue, 1, mb, mb, 0));
-    ST_CU(cudaMemsetAsync(t->g, 0, sizeof(float) * P, stream_of(t)));
-    ST_TRY(st_cuda_model_backward(&t->model, t->dlogits, d->A, t->dvalue, NULL, 0));
     ST_TRY(scan_params(t, ST_PHASE_GRAD, ST_TK_PARAM, t->g));
     ST_TRY(st_cuda_grad_norm(P, t->g, t->gnorm1, t->norm_work, t->stream));
     ST_TRY(scan_label(t, ST_PHASE_GRAD, ST_TK_GRAD_NORM, 0, t->gnorm1, 1, 1, 1, 1));
@@ -203,11 +201,41 @@ static int body_train(st_cuda_trainer *t) {
     return st_cuda_step_commit_train(t->ctrl, t->stats1, t->gnorm1, t->stats, t->gnorm, t->stream);
 }
 
+/* Minibatch k up to its gradient: the whole global minibatch is gathered
+ * (and its advantages normalised) on every rank; this rank's windows are
+ * its ml = mb / world of them from rank * ml (all of them on one GPU). */
+static int body_train(st_cuda_trainer *t) {
+    st_trainer *h = &t->host;
+    const st_train_config *c = &h->cfg;
+    const st_dims *d = &c->dims;
+    int mb = h->mb, n = t->ml;
+    size_t o = (size_t)t->rank * (size_t)n;
+    size_t P = h->table.total;
+    st_ppo_coefs pc = {c->clip, c->value_clip, c->vf_coef, c->ent_coef};
+    ST_TRY(st_cuda_step_begin_train(t->ctrl, t->stream));
+    ST_TRY(st_cuda_rollout_gather_at(mb, d->C, t->perm, &t->ctrl->k, t->r_inst, t->r_bar, t->r_action, t->r_ctx,
+                                     t->r_logp, t->r_value, t->ret, t->adv, t->mb_inst, t->mb_bar, t->mb_action,
+                                     t->mb_ctx, t->mb_logp, t->mb_value, t->mb_ret, t->mb_adv, t->gather_work,
+                                     t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_MB_ADV, 0, t->mb_adv, 1, mb, mb, 0));
+    ST_TRY(forward_windows(t, ST_PHASE_TRAIN, n, t->mb_inst + o, t->mb_bar + o, t->mb_ctx + o * d->C));
+    ST_TRY(st_cuda_ppo_loss(n, d->A, t->logits, d->A, t->mb_action + o, t->mb_logp + o, t->mb_adv + o, t->value,
+                            t->mb_value + o, t->mb_ret + o, &pc, t->stats1, t->dlogits, d->A, t->dvalue, t->loss_work,
+                            t->stream));
+    ST_TRY(scan_label(t, ST_PHASE_TRAIN, ST_TK_LOSS, 0, t->stats1, 1, 6, 6, 1));
+    ST_TRY(scan_label(t, ST_PHASE_BWD, ST_TK_DLOGITS, 0, t->dlogits, n, d->A, d->A, 0));
+    ST_TRY(scan_label(t, ST_PHASE_BWD, ST_TK_DVALUE, 0, t->dvalue, 1, n, n, 0));
+    ST_CU(cudaMemsetAsync(t->g, 0, sizeof(float) * P, stream_of(t)));
+    ST_TRY(st_cuda_model_backward(&t->model, t->dlogits, d->A, t->dvalue, NULL, 0));
+    /* with ranks the gradients are averaged between this graph and the next (run_update) */
+    return t->dist ? ST_OK : body_opt(t);
+}
+
 /* ---- capture and replay ---------------------------------------------------------------- */
 
 static void destroy_graphs(st_cuda_trainer *t) {
     for (int l = 0; l < 3; l++)
-        for (int g = 0; g < 3; g++)
+        for (int g = 0; g < 4; g++)
             if (t->exec[l][g]) {
                 cudaGraphExecDestroy((cudaGraphExec_t)t->exec[l][g]);
                 t->exec[l][g] = NULL;
@@ -218,7 +246,7 @@ static void destroy_graphs(st_cuda_trainer *t) {
  * launches are recorded, not run; a failure inside ends the capture. */
 static int capture(st_cuda_trainer *t, int level, int g) {
     if (t->exec[level][g]) return ST_OK;
-    static int (*const bodies[3])(st_cuda_trainer *) = {body_act, body_post, body_train};
+    static int (*const bodies[4])(st_cuda_trainer *) = {body_act, body_post, body_train, body_opt};
     st_cuda_set_matmul_precision(t->bf16 ? ST_MATMUL_BF16 : ST_MATMUL_FP32);
     t->scan_level = level;
     ST_CU(cudaStreamBeginCapture(stream_of(t), cudaStreamCaptureModeThreadLocal));
@@ -230,8 +258,8 @@ static int capture(st_cuda_trainer *t, int level, int g) {
         if (graph) cudaGraphDestroy(graph);
         return rc;
     }
-    if (e != cudaSuccess) return ST_FAIL(ST_ERR_DEVICE, "capturing the %s graph: %s", g == G_ACT ? "action-step" :
-                                         g == G_POST ? "post-rollout" : "training-step", cudaGetErrorString(e));
+    static const char *const names[4] = {"action-step", "post-rollout", "training-step", "optimiser-step"};
+    if (e != cudaSuccess) return ST_FAIL(ST_ERR_DEVICE, "capturing the %s graph: %s", names[g], cudaGetErrorString(e));
     cudaGraphExec_t exec = NULL;
     e = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
@@ -252,7 +280,8 @@ static int alloc_device(st_cuda_trainer *t) {
     const st_train_config *c = &t->host.cfg;
     const st_dims *d = &c->dims;
     size_t P = t->host.table.total;
-    int N = t->host.N, B = d->B, mw = t->mw, steps = c->epochs * c->minibatches;
+    int N = t->host.N, B = t->Bl, mw = t->mw, steps = c->epochs * c->minibatches;
+    int mbw = t->host.mb > mw ? t->host.mb : mw; /* the gathered minibatch is the global one */
     DALLOC(t->ctrl, 1);
     HALLOC(t->h_ctrl, 1);
     DALLOC(t->w, P);
@@ -279,14 +308,14 @@ static int alloc_device(st_cuda_trainer *t) {
     DALLOC(t->a_epR, B);
     DALLOC(t->a_done, B);
     DALLOC(t->last_value, B);
-    DALLOC(t->mb_inst, mw);
-    DALLOC(t->mb_bar, mw);
-    DALLOC(t->mb_action, mw);
-    DALLOC(t->mb_ctx, (size_t)mw * d->C);
-    DALLOC(t->mb_logp, mw);
-    DALLOC(t->mb_value, mw);
-    DALLOC(t->mb_ret, mw);
-    DALLOC(t->mb_adv, mw);
+    DALLOC(t->mb_inst, mbw);
+    DALLOC(t->mb_bar, mbw);
+    DALLOC(t->mb_action, mbw);
+    DALLOC(t->mb_ctx, (size_t)mbw * d->C);
+    DALLOC(t->mb_logp, mbw);
+    DALLOC(t->mb_value, mbw);
+    DALLOC(t->mb_ret, mbw);
+    DALLOC(t->mb_adv, mbw);
     DALLOC(t->win, (size_t)mw * d->K * st_row_width(d));
     DALLOC(t->logits, (size_t)mw * d->A);
     DALLOC(t->value, mw);
@@ -305,6 +334,7 @@ static int alloc_device(st_cuda_trainer *t) {
     HALLOC(t->h_stats, steps);
     HALLOC(t->h_gnorm, steps);
     HALLOC(t->h_rstats, 1);
+    if (t->dist) DALLOC(t->g_word, (size_t)t->world * 4);
     return ST_OK;
 }
 
@@ -329,13 +359,27 @@ static int check_memory(const st_cuda_trainer *t) {
 }
 
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m) {
+    return st_cuda_trainer_init_dist(t, cfg, m, NULL);
+}
+
+int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m,
+                              struct st_dist *dist) {
     memset(t, 0, sizeof *t);
     ST_REQUIRE(st_cuda_devices() > 0, ST_ERR_DEVICE, "no CUDA device: %s", st_cuda_describe());
+    ST_TRY(st_cuda_dist_check(cfg, dist));
     ST_TRY(st_trainer_init_host(&t->host, cfg, m));
     const st_train_config *c = &t->host.cfg;
     const st_dims *d = &c->dims;
+    t->dist = dist && dist->world > 1 ? dist : NULL;
+    t->world = t->dist ? dist->world : 1;
+    t->rank = t->dist ? dist->rank : 0;
+    t->Bl = d->B / t->world;
+    t->b0 = t->rank * t->Bl;
+    t->Nl = d->T * t->Bl;
+    t->roff = t->rank * t->Nl;
+    t->ml = t->host.mb / t->world;
     t->bf16 = strcmp(c->precision, "bf16") == 0;
-    t->mw = d->B > t->host.mb ? d->B : t->host.mb;
+    t->mw = t->Bl > t->ml ? t->Bl : t->ml;
     ST_TRY(check_memory(t));
     cudaStream_t s = NULL;
     ST_CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -344,7 +388,8 @@ int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const s
     size_t P = t->host.table.total;
     ST_TRY(st_cuda_features_upload(m, &t->feat));
     st_env_config ec = t->host.env.cfg;
-    ST_TRY(st_cuda_env_create(&t->env, m, d->B, &ec));
+    ST_TRY(st_cuda_env_create(&t->env, m, t->Bl, &ec));
+    t->env.dev.b0 = t->b0;
     ST_TRY(st_cuda_trainer_push_host(t)); /* weights, zero moments, the reset environments and their context */
     ST_CU(cudaMemsetAsync(t->g, 0, sizeof(float) * P, s));
     ST_TRY(st_cuda_adamw_decay_mask(&t->host.table, t->decay));
@@ -354,7 +399,7 @@ int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const s
     t->model.scan_ctx = t;
     /* One eager forward before any capture: the cuBLAS handle and its
      * workspace are made on first use, which a capture cannot record. */
-    ST_TRY(forward_windows(t, ST_PHASE_ACT, d->B, t->env.dev.inst, t->env.dev.bar, t->ctx));
+    ST_TRY(forward_windows(t, ST_PHASE_ACT, t->Bl, t->env.dev.inst, t->env.dev.bar, t->ctx));
     ST_CU(cudaStreamSynchronize(s));
     return ST_OK;
 }
@@ -380,7 +425,8 @@ void st_cuda_trainer_free(st_cuda_trainer *t) {
                     t->a_reward,  t->a_epR,    t->a_done,    t->last_value, t->mb_inst, t->mb_bar,   t->mb_action,
                     t->mb_ctx,    t->mb_logp,  t->mb_value,  t->mb_ret,    t->mb_adv,   t->win,      t->logits,
                     t->value,     t->dlogits,  t->dvalue,    t->loss_work, t->norm_work, t->gather_work,
-                    t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats};
+                    t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats,
+                    t->g_env,     t->g_ctx,    t->g_word};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     void *pinned[] = {t->h_ctrl, t->h_perm, t->h_stats, t->h_gnorm, t->h_rstats};
@@ -430,13 +476,13 @@ static int run_update(st_cuda_trainer *t, int level, double lr) {
     st_trainer *h = &t->host;
     const st_train_config *c = &h->cfg;
     const st_dims *d = &c->dims;
-    int T = d->T, B = d->B, E = c->epochs, M = c->minibatches, N = h->N;
+    int T = d->T, B = d->B, E = c->epochs, M = c->minibatches, N = h->N; /* global B and N */
     cudaStream_t s = stream_of(t);
     *t->h_ctrl = (st_cuda_ctrl){.update = h->update,
                                 .t = 0,
                                 .k = 0,
                                 .sub = -1,
-                                .draw_base = (uint64_t)h->update * (uint64_t)T * (uint64_t)B,
+                                .draw_base = (uint64_t)h->update * (uint64_t)T * (uint64_t)B + (uint64_t)t->b0,
                                 .lr = lr,
                                 .opt_step = h->update * E * M + 1};
     ST_CU(cudaMemcpyAsync(t->ctrl, t->h_ctrl, sizeof *t->ctrl, cudaMemcpyHostToDevice, s));
@@ -447,14 +493,32 @@ static int run_update(st_cuda_trainer *t, int level, double lr) {
     }
     for (int step = 0; step < T; step++) ST_TRY(launch(t, level, G_ACT));
     ST_TRY(launch(t, level, G_POST));
+    if (t->dist) { /* every rank's rollout on every rank, then its statistics */
+        ST_TRY(st_cuda_dist_gather_rollout(t));
+        ST_TRY(rollout_stats(t));
+    }
     /* The permutations on the host while the rollout runs on the device;
-     * the pinned buffer is free: the last update synchronised. */
+     * the pinned buffer is free: the last update synchronised. With ranks a
+     * global sample's place is in the gathered layout (st_cuda_dist_place). */
     for (int e = 0; e < E; e++) {
         st_trainer_permutation(h, e);
-        memcpy(t->h_perm + (size_t)e * N, h->perm, sizeof(int) * (size_t)N);
+        int *dst = t->h_perm + (size_t)e * N;
+        if (t->dist)
+            for (int i = 0; i < N; i++) dst[i] = st_cuda_dist_place(t, h->perm[i]);
+        else
+            memcpy(dst, h->perm, sizeof(int) * (size_t)N);
     }
     ST_CU(cudaMemcpyAsync(t->perm, t->h_perm, sizeof(int) * (size_t)E * N, cudaMemcpyHostToDevice, s));
-    for (int k = 0; k < E * M; k++) ST_TRY(launch(t, level, G_TRAIN));
+    for (int k = 0; k < E * M; k++) {
+        ST_TRY(launch(t, level, G_TRAIN));
+        if (!t->dist) continue;
+        ST_TRY(st_dist_allreduce(t->dist, t->g, h->table.total, ST_DIST_F32, ST_DIST_MEAN, t->stream));
+        ST_TRY(launch(t, level, G_OPT));
+    }
+    /* each rank's loss statistics are over its windows: their mean is the minibatch's */
+    if (t->dist)
+        ST_TRY(st_dist_allreduce(t->dist, t->stats, sizeof(st_ppo_stats) / sizeof(double) * (size_t)E * M, ST_DIST_F64,
+                                 ST_DIST_MEAN, t->stream));
     ST_CU(cudaMemcpyAsync(t->h_stats, t->stats, sizeof(st_ppo_stats) * (size_t)E * M, cudaMemcpyDeviceToHost, s));
     ST_CU(cudaMemcpyAsync(t->h_gnorm, t->gnorm, sizeof(double) * (size_t)E * M, cudaMemcpyDeviceToHost, s));
     ST_CU(cudaMemcpyAsync(t->h_rstats, t->rstats, sizeof *t->h_rstats, cudaMemcpyDeviceToHost, s));
@@ -465,13 +529,13 @@ static int run_update(st_cuda_trainer *t, int level, double lr) {
 /* The pre-step state on the device (sentinel and full modes). */
 static int snapshot(st_cuda_trainer *t, int restore) {
     size_t P = t->host.table.total, pb = sizeof(float) * P;
-    size_t cb = sizeof(float) * (size_t)t->host.cfg.dims.B * t->host.cfg.dims.C;
+    size_t cb = sizeof(float) * (size_t)t->Bl * t->host.cfg.dims.C;
     cudaStream_t s = stream_of(t);
     if (!t->snap_w) {
         DALLOC(t->snap_w, P);
         DALLOC(t->snap_m, P);
         DALLOC(t->snap_v, P);
-        DALLOC(t->snap_ctx, (size_t)t->host.cfg.dims.B * t->host.cfg.dims.C);
+        DALLOC(t->snap_ctx, (size_t)t->Bl * t->host.cfg.dims.C);
         ST_CU(cudaMalloc(&t->snap_env, t->env.block_bytes));
     }
     const void *src[5] = {t->w, t->adam_m, t->adam_v, t->ctx, t->env.dev.block};
@@ -497,10 +561,14 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
     int level = !tr ? SCAN_NONE : tr->mode == ST_TRACE_FULL ? SCAN_FULL : tr->mode == ST_TRACE_SENTINEL ? SCAN_SENTINEL
                                                                                                      : SCAN_NONE;
     if (tr && level != SCAN_NONE) ST_TRY(snapshot(t, 0));
+    int64_t seq0 = tr ? tr->seq : 0; /* the ranks compare scan order from the update's start */
     ST_TRY(run_update(t, level, lr));
     if (tr && level != SCAN_NONE) { /* off: the injection fired, nothing is recorded (as on the CPU) */
         ST_TRY(st_cuda_trace_download(&t->dtrace, tr));
-        if (tr->ntrip > 0 && level == SCAN_SENTINEL) {
+        /* with ranks they all decide together (a replay's collectives need every rank) */
+        int any = tr->ntrip > 0, first_rank = t->rank;
+        if (t->dist) ST_TRY(st_cuda_dist_trips(t, seq0, &any, &first_rank));
+        if (any && level == SCAN_SENTINEL) {
             /* Replay the same update with every label scanned: runs are
              * bit-identical, so it trips again and names the first label. */
             int first = st_trace_first(tr);
@@ -509,17 +577,27 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
                      first >= 0 ? tr->labels.l[first].name : "a sentinel label");
             ST_TRY(snapshot(t, 1));
             ST_TRY(st_cuda_trace_reset(&t->dtrace, t->stream));
+            seq0 = tr->seq;
             ST_TRY(run_update(t, SCAN_FULL, lr));
             ST_TRY(st_cuda_trace_download(&t->dtrace, tr));
+            any = tr->ntrip > 0, first_rank = t->rank;
+            if (t->dist) ST_TRY(st_cuda_dist_trips(t, seq0, &any, &first_rank));
         }
-        if (tr->ntrip > 0) {
+        if (any) {
             ST_TRY(snapshot(t, 1));
             ST_CU(cudaStreamSynchronize(stream_of(t)));
             tr->tripped = 1;
             int first = st_trace_first(tr);
             tr->trip_step = first >= 0 ? tr->rec[first].step : h->update;
-            return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU): first non-finite label %s at step %ld",
-                           first >= 0 ? tr->labels.l[first].name : "?", h->update);
+            if (!t->dist)
+                return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU): first non-finite label %s at step %ld",
+                               first >= 0 ? tr->labels.l[first].name : "?", h->update);
+            if (first < 0)
+                return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU rank %d of %d): nothing non-finite here at step %ld; "
+                               "the first non-finite value appeared on rank %d", t->rank, t->world, h->update, first_rank);
+            return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU rank %d of %d): first non-finite label %s at step %ld; "
+                           "the first non-finite value of all ranks appeared on rank %d", t->rank, t->world,
+                           tr->labels.l[first].name, h->update, first_rank);
         }
     }
     ST_TRY(collect_stats(t, s));
@@ -537,7 +615,8 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
 void st_cuda_trainer_label_sizes(const st_cuda_trainer *t, st_label_sizes *z) {
     memset(z, 0, sizeof *z);
     z->d = t->host.cfg.dims;
-    z->mb = t->host.mb;
+    z->d.B = t->Bl;  /* this rank's instances */
+    z->mb = t->ml;   /* and its windows of a minibatch */
     z->pad = 0;
 }
 
@@ -575,6 +654,7 @@ int st_cuda_trainer_upload(st_cuda_trainer *t, const float *w, const float *adam
 int st_cuda_trainer_sync_host(st_cuda_trainer *t) {
     st_trainer *h = &t->host;
     ST_TRY(st_cuda_trainer_download(t, h->w, h->adam_m, h->adam_v));
+    if (t->dist) return st_cuda_dist_pull_env(t); /* every rank's instances and contexts */
     ST_TRY(st_cuda_env_download(&t->env, &h->env));
     return down(t, h->ctx, t->ctx, sizeof(float) * (size_t)h->cfg.dims.B * h->cfg.dims.C);
 }
@@ -582,13 +662,14 @@ int st_cuda_trainer_sync_host(st_cuda_trainer *t) {
 int st_cuda_trainer_push_host(st_cuda_trainer *t) {
     st_trainer *h = &t->host;
     ST_TRY(st_cuda_trainer_upload(t, h->w, h->adam_m, h->adam_v));
+    if (t->dist) return st_cuda_dist_push_env(t); /* this rank's instances and contexts */
     ST_TRY(st_cuda_env_upload(&t->env, &h->env));
     return up(t, t->ctx, h->ctx, sizeof(float) * (size_t)h->cfg.dims.B * h->cfg.dims.C);
 }
 
 int st_cuda_trainer_download_rollout(st_cuda_trainer *t) {
     st_trainer *h = &t->host;
-    size_t N = (size_t)h->N, B = (size_t)h->cfg.dims.B;
+    size_t N = (size_t)h->N, B = (size_t)t->Bl;
     ST_TRY(down(t, h->r_inst, t->r_inst, sizeof(int) * N));
     ST_TRY(down(t, h->r_bar, t->r_bar, sizeof(int) * N));
     ST_TRY(down(t, h->r_ctx, t->r_ctx, sizeof(float) * N * (size_t)h->cfg.dims.C));
@@ -610,6 +691,12 @@ int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const s
     (void)cfg, (void)m;
     memset(t, 0, sizeof *t);
     return no_cuda();
+}
+
+int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m,
+                              struct st_dist *dist) {
+    (void)dist;
+    return st_cuda_trainer_init(t, cfg, m);
 }
 
 void st_cuda_trainer_free(st_cuda_trainer *t) { memset(t, 0, sizeof *t); }

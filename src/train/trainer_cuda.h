@@ -61,14 +61,26 @@
 #include "cuda/window_cuda.h"
 #include "train/trainer.h"
 
+struct st_dist;
+
 typedef struct {
     st_trainer host; /* config, table, environments, rollout arrays, counters */
+    /* data parallel (NULL dist: one GPU, rank 0 of 1): this rank steps the
+     * global instances [b0, b0 + Bl) (Bl = B / world), writes its rollout at
+     * roff = rank * Nl (Nl = T * Bl) of the gathered arrays and trains on its
+     * ml = mb / world windows of each global minibatch */
+    struct st_dist *dist;
+    int rank, world, Bl, b0, Nl, roff, ml;
+    void *g_env;  /* device gather buffer of the ranks' environment blocks [world][env_stride] */
+    size_t env_stride;
+    float *g_ctx; /* [B, C] device gather buffer of the ranks' contexts */
+    int64_t *g_word; /* [world * 4] device words of the tracer's agreement */
     st_cuda_model model;
     st_cuda_features feat;
     st_cuda_env env;
     int bf16;
     void *stream;                /* cudaStream_t of every launch and capture */
-    void *exec[3][3];            /* cudaGraphExec_t [scan level][act, post, train] */
+    void *exec[3][4];            /* cudaGraphExec_t [scan level][act, post, train, opt] */
     int mw;                      /* max(B, minibatch): windows the device buffers hold */
     st_cuda_ctrl *ctrl, *h_ctrl; /* device control block and its pinned host staging */
     /* flat device parameters, gradients, AdamW moments, decay mask */
@@ -111,6 +123,20 @@ typedef struct {
  * buffers. ST_ERR_INPUT when the minibatch's activations do not fit in the
  * GPU's free memory (the message says how many minibatches would). */
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m);
+/* The same as rank dist->rank of dist->world (data parallel, issue 8): the
+ * host side is the whole run's (B instances, N = T*B samples, checkpoints
+ * as one GPU's), the device steps this rank's B / world instances, and
+ * every update all-gathers the rollout, averages each minibatch's gradient
+ * over the ranks and the loss statistics, so every rank keeps the same
+ * weights and the run equals one GPU's within float rounding (the same
+ * draws, the same minibatches, each rank's share of a minibatch's windows).
+ * ST_ERR_INPUT when B or the minibatch does not split evenly over the
+ * ranks. dist NULL or of one rank: st_cuda_trainer_init. dist must outlive
+ * t; every rank calls update, sync_host, push_host and set_trace at the
+ * same points (they hold collectives); the tracer's ranks agree on a trip
+ * and each names the rank where the first non-finite value appeared. */
+int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m,
+                              struct st_dist *dist);
 void st_cuda_trainer_free(st_cuda_trainer *t);
 /* One rollout and PPO update (the stats of st_trainer_update). */
 int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s);
@@ -130,7 +156,9 @@ int st_cuda_trainer_sync_host(st_cuda_trainer *t);
 /* device <- host.w, adam_m, adam_v, env and ctx (after st_checkpoint_restore). */
 int st_cuda_trainer_push_host(st_cuda_trainer *t);
 /* host.r_* (inst, bar, ctx, action, logp, value, reward, done), adv, ret
- * and last_value <- the device rollout of the last update (tests). */
+ * and last_value <- the device rollout of the last update (tests). With
+ * ranks the arrays are in the gathered layout [rank][T][B / world] and
+ * last_value is this rank's B / world. */
 int st_cuda_trainer_download_rollout(st_cuda_trainer *t);
 
 #endif

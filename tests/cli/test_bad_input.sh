@@ -73,6 +73,9 @@ expect "train --features 37" \
 expect "train --minibatches 0" "--minibatches 0 must be positive" $T --minibatches 0
 expect "train --epochs 0" "--epochs 0 must be positive" $T --epochs 0
 expect "train --updates 0" "--updates 0 must be positive" $T --updates 0
+expect "train --gpus 0" "--gpus 0: expected 1 to 1024" $T --gpus 0
+expect "train --gpus 2 --device cpu" "--gpus 2: multi-GPU training runs on the CUDA backend (--device cuda)" \
+    $T --gpus 2
 expect "train --stop-after -1" "--stop-after -1 must be >= 0 (0: run to the end)" $T --stop-after -1
 expect "train --lr 2" "--lr 2 is outside (0, 1)" $T --lr 2
 expect "train --lr nan" "--lr: 'nan' is not a finite number" $T --lr nan

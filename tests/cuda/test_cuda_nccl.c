@@ -3,12 +3,15 @@
  * text, the mean all-reduce of a random gradient-sized buffer (one rank:
  * the buffer must come back bit for bit, poisoned guard floats around it
  * untouched), the same all-reduce captured in a CUDA graph and replayed,
- * no asynchronous error, NVLink multicast off in the environment. Skipped
+ * no asynchronous error, NVLink multicast off in the environment; the
+ * other collectives of the trainer (byte all-gather in place, double and
+ * float all-reduces) leave one rank's data as it is. Skipped
  * without a GPU or without NCCL in the build. */
 #include "core/error.h"
 #include "cuda/cuda_test.h"
 #include "dist/dist.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +61,35 @@ static void one_rank(size_t n) {
     st_dist_free(&d);
     printf("  one rank, %zu floats: all-reduce direct and in a graph, guards intact\n", n);
 }
+
+/* The trainer's other collectives on one rank: an in-place all-gather of
+ * bytes, and double all-reduces (mean, max) leave the data as it is. */
+static void one_rank_others(void) {
+    char hex[ST_DIST_ID_HEX];
+    st_dist d;
+    int rc = st_dist_new_id(hex);
+    if (rc == ST_OK) rc = st_dist_init(&d, 0, 1, hex);
+    CHECK(rc == ST_OK, "one-rank communicator: %s", st_last_error());
+    if (rc != ST_OK) return;
+    enum { N = 4099 };
+    double h[N], back[N];
+    for (int i = 0; i < N; i++) h[i] = sin(0.37 * i) * 1e3 + i;
+    void *dev = dev_bytes(h, sizeof h);
+    cudaStream_t s = NULL;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    int ok = st_dist_allgather(&d, dev, 3 * N + 1, s) == ST_OK; /* odd byte count */
+    ok = ok && st_dist_allreduce(&d, dev, N, ST_DIST_F64, ST_DIST_MEAN, s) == ST_OK;
+    ok = ok && st_dist_allreduce(&d, dev, N, ST_DIST_F64, ST_DIST_MAX, s) == ST_OK;
+    ok = ok && st_dist_allreduce(&d, dev, 2 * N, ST_DIST_F32, ST_DIST_SUM, s) == ST_OK;
+    CHECK(ok, "collectives: %s", st_last_error());
+    cudaStreamSynchronize(s);
+    cudaMemcpy(back, dev, sizeof back, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(h, back, sizeof h) == 0, "one rank: all-gather or all-reduces changed the data");
+    cudaStreamDestroy(s);
+    dev_free(dev);
+    st_dist_free(&d);
+    printf("  one rank: all-gather of %d bytes, double mean / max and float sum all-reduces: data intact\n", 3 * N + 1);
+}
 #endif
 
 int main(void) {
@@ -71,6 +103,7 @@ int main(void) {
     one_rank(1);
     one_rank(551100); /* the default preset's parameters */
     one_rank(1000003);
+    one_rank_others();
 #endif
     TEST_MAIN_END();
 }

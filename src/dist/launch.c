@@ -1,0 +1,169 @@
+/* launch.c: the one-host launcher of data-parallel training (dist/launch.h). */
+#define _GNU_SOURCE /* prctl */
+#include "dist/launch.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+static int env_int(const char *name, int lo, int hi, int *out) {
+    const char *v = getenv(name);
+    char *end = NULL;
+    long x = v ? strtol(v, &end, 10) : 0;
+    ST_REQUIRE(v && end != v && *end == 0 && x >= lo && x <= hi, ST_ERR_INPUT,
+               "environment variable %s='%s': expected a whole number in [%d, %d] (set by ssmtrade train --gpus)", name,
+               v ? v : "", lo, hi);
+    *out = (int)x;
+    return ST_OK;
+}
+
+int st_rank_from_env(st_rank_env *r, int *is_rank) {
+    memset(r, 0, sizeof *r);
+    *is_rank = 0;
+    if (!getenv("SSMTRADE_RANK") && getenv("OMPI_COMM_WORLD_RANK")) { /* under OpenMPI's mpirun */
+        ST_TRY(env_int("OMPI_COMM_WORLD_SIZE", 1, 4096, &r->world));
+        ST_TRY(env_int("OMPI_COMM_WORLD_RANK", 0, r->world - 1, &r->rank));
+        ST_TRY(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 4095, &r->local_rank));
+        r->id_hex = getenv("SSMTRADE_DIST_ID"); /* usually NULL: NCCL_COMM_ID names rank 0's address */
+        r->mpi = 1;
+        *is_rank = 1;
+        return ST_OK;
+    }
+    if (!getenv("SSMTRADE_RANK")) return ST_OK;
+    ST_TRY(env_int("SSMTRADE_WORLD", 1, 4096, &r->world));
+    ST_TRY(env_int("SSMTRADE_RANK", 0, r->world - 1, &r->rank));
+    ST_TRY(env_int("SSMTRADE_LOCAL_RANK", 0, 4095, &r->local_rank));
+    r->id_hex = getenv("SSMTRADE_DIST_ID");
+    ST_REQUIRE(r->id_hex, ST_ERR_INPUT, "environment variable SSMTRADE_DIST_ID is not set (set by ssmtrade train --gpus)");
+    *is_rank = 1;
+    return ST_OK;
+}
+
+static volatile sig_atomic_t forward_sig;
+static void on_signal(int sig) { forward_sig = sig; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "exited with status 3" / "was killed by signal 9 (Killed)" */
+static void describe(int status, char *buf, size_t n) {
+    if (WIFSIGNALED(status))
+        snprintf(buf, n, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
+}
+
+static int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
+
+int st_launch_ranks(int world, char **argv, const char *hex) {
+    pid_t *pid = calloc((size_t)world, sizeof *pid);
+    int *done = calloc((size_t)world, sizeof *done);
+    if (!pid || !done) {
+        free(pid), free(done);
+        ST_FAIL(ST_ERR_MEMORY, "out of memory");
+        return 1;
+    }
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    forward_sig = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    pid_t parent = getpid();
+    fflush(stdout), fflush(stderr);
+    int started = 0, rc = 0;
+    for (int r = 0; r < world; r++) {
+        pid_t p = fork();
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* the ranks never outlive the launcher */
+            if (getppid() != parent) _exit(1);
+            sigaction(SIGINT, &old_int, NULL);
+            sigaction(SIGTERM, &old_term, NULL);
+            char v[3][16];
+            snprintf(v[0], sizeof v[0], "%d", r);
+            snprintf(v[1], sizeof v[1], "%d", world);
+            snprintf(v[2], sizeof v[2], "%d", r);
+            setenv("SSMTRADE_RANK", v[0], 1);
+            setenv("SSMTRADE_WORLD", v[1], 1);
+            setenv("SSMTRADE_LOCAL_RANK", v[2], 1);
+            setenv("SSMTRADE_DIST_ID", hex, 1);
+            setenv("NCCL_NVLS_ENABLE", "0", 1);
+            execv("/proc/self/exe", argv);
+            fprintf(stderr, "ssmtrade train: rank %d: cannot start %s: %s\n", r, argv[0], strerror(errno));
+            _exit(127);
+        }
+        if (p < 0) {
+            ST_FAIL(ST_ERR_IO, "cannot start rank %d of %d: %s", r, world, strerror(errno));
+            rc = 1;
+            break;
+        }
+        pid[r] = p;
+        started++;
+    }
+    int left = started, failed = -1, user_stop = 0;
+    double deadline = 0;
+    if (rc) { /* not all started: stop those that did */
+        for (int r = 0; r < started; r++) kill(pid[r], SIGTERM);
+        deadline = now_s() + ST_LAUNCH_GRACE_S;
+        failed = world; /* no rank's status is the answer */
+    }
+    while (left > 0) {
+        if (forward_sig) {
+            user_stop = 1; /* the ranks stop together after their update: 130 / 143 is their answer */
+            for (int r = 0; r < world; r++)
+                if (pid[r] && !done[r]) kill(pid[r], forward_sig);
+            forward_sig = 0;
+        }
+        int status = 0;
+        pid_t p = waitpid(-1, &status, deadline > 0 ? WNOHANG : 0);
+        if (p < 0 && errno == EINTR) continue;
+        if (p < 0) break;
+        if (p == 0) { /* stopping: past the grace period the rest are killed */
+            if (now_s() > deadline) {
+                for (int r = 0; r < world; r++)
+                    if (pid[r] && !done[r]) kill(pid[r], SIGKILL);
+                deadline = now_s() + 3600; /* once */
+            }
+            struct timespec ts = {0, 50 * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        int r = 0;
+        while (r < world && pid[r] != p) r++;
+        if (r == world) continue;
+        done[r] = 1;
+        left--;
+        int code = exit_code(status);
+        if (code != 0 && rc == 0) rc = code;
+        if (code != 0 && failed < 0 && !(user_stop && (code == 130 || code == 143))) {
+            failed = r;
+            rc = code;
+            if (left > 0) {
+                char how[96];
+                describe(status, how, sizeof how);
+                fprintf(stderr, "ssmtrade train: rank %d of %d (pid %d) %s: stopping the other %d rank(s)\n", r, world,
+                        (int)p, how, left);
+                fflush(stderr);
+                for (int q = 0; q < world; q++)
+                    if (pid[q] && !done[q]) kill(pid[q], SIGTERM);
+                deadline = now_s() + ST_LAUNCH_GRACE_S;
+            }
+        }
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    free(pid), free(done);
+    return rc;
+}

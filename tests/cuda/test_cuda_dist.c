@@ -1,0 +1,362 @@
+/* test_cuda_dist.c: data-parallel training (train/trainer_cuda.h,
+ * st_cuda_trainer_init_dist; issue 8) on ONE GPU. NCCL refuses two ranks on
+ * one device, so the ranks here are threads of this process with a test
+ * double of the collectives (st_dist_ops below: host barriers, the ranks'
+ * device buffers read through plain copies, reductions in rank order), and
+ * one rank's GPU work at a time (a mutex handed over at every collective:
+ * the ranks' graphs share the per-device scratch of the matrix products).
+ * The trainer's code path is the one NCCL drives, collective for
+ * collective; only the transport differs.
+ *  1. 2 ranks x B/2 environments against 1 x B, same seed, 20 updates:
+ *     the ranks' weights are the same bits as each other, and within 1e-5
+ *     relative of the one-GPU run (issue 8's bound), AdamW moments within
+ *     1e-4; the last rollout's actions are the same (mapped through the
+ *     gathered layout), the environments' state (gathered to the host as
+ *     a checkpoint takes it) is the one-GPU run's bit for bit, the loss
+ *     statistics within 1e-5; 4 ranks x B/4 likewise (fewer updates);
+ *  2. B or the minibatch not divisible by the ranks: ST_ERR_INPUT naming it;
+ *  3. the tracer: an injection on rank 1 only; both ranks stop with
+ *     ST_ERR_NUMERIC at the same update, rank 1 names the injected label,
+ *     and both say the first non-finite value appeared on rank 1.
+ * Skips (77) without a GPU. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "cuda/cuda_test.h"
+#include "data/dataset.h"
+#include "dist/dist.h"
+#include "trace/trace.h"
+#include "train/trainer.h"
+#include "train/trainer_cuda.h"
+
+#ifdef ST_HAVE_CUDA
+
+static int quick(void) { return getenv("SSMTRADE_TEST_QUICK") != NULL; }
+
+/* ---- the test double: ranks as threads --------------------------------------------- */
+
+enum { MAX_RANKS = 8 };
+
+typedef struct {
+    int world;
+    pthread_mutex_t lock; /* the barrier's */
+    pthread_cond_t cond;
+    int arrived, generation, aborted;
+    pthread_mutex_t gpu; /* held by the rank whose work is on the GPU */
+    void *buf[MAX_RANKS];
+} tworld;
+
+typedef struct {
+    tworld *w;
+    int rank;
+} trank;
+
+/* 0 once every rank has arrived; -1 when a rank gave up (tw_abort). */
+static int tw_barrier(tworld *w) {
+    pthread_mutex_lock(&w->lock);
+    int gen = w->generation, rc = 0;
+    if (++w->arrived == w->world) {
+        w->arrived = 0;
+        w->generation++;
+        pthread_cond_broadcast(&w->cond);
+    } else {
+        while (gen == w->generation && !w->aborted) pthread_cond_wait(&w->cond, &w->lock);
+    }
+    if (w->aborted) rc = -1;
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+static void tw_abort(tworld *w) {
+    pthread_mutex_lock(&w->lock);
+    w->aborted = 1;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Enter: this rank's stream done, its buffer posted, the GPU handed over. */
+static int tw_enter(st_dist *d, void *buf, void *stream) {
+    trank *r = d->ctx;
+    if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
+        return ST_FAIL(ST_ERR_DEVICE, "rank %d: stream failed before a collective", d->rank);
+    r->w->buf[d->rank] = buf;
+    pthread_mutex_unlock(&r->w->gpu);
+    if (tw_barrier(r->w) != 0) {
+        pthread_mutex_lock(&r->w->gpu);
+        return ST_FAIL(ST_ERR_DEVICE, "rank %d: a peer rank stopped", d->rank);
+    }
+    return ST_OK;
+}
+
+static int tw_leave(st_dist *d) {
+    trank *r = d->ctx;
+    int rc = tw_barrier(r->w);
+    pthread_mutex_lock(&r->w->gpu);
+    return rc == 0 ? ST_OK : ST_FAIL(ST_ERR_DEVICE, "rank %d: a peer rank stopped", d->rank);
+}
+
+static int tw_allreduce(st_dist *d, void *buf, size_t n, st_dist_type type, st_dist_op op, void *stream) {
+    ST_TRY(tw_enter(d, buf, stream));
+    tworld *w = ((trank *)d->ctx)->w;
+    size_t es = type == ST_DIST_F64 ? 8 : 4;
+    double *acc = calloc(n + 1, sizeof(double));
+    unsigned char *part = malloc(n * es + 1);
+    int ok = acc && part;
+    for (int r = 0; ok && r < w->world; r++) { /* rank order: the same sums on every rank */
+        ok = cudaMemcpy(part, w->buf[r], n * es, cudaMemcpyDeviceToHost) == cudaSuccess;
+        for (size_t i = 0; ok && i < n; i++) {
+            double v = es == 8 ? ((double *)part)[i] : (double)((float *)part)[i];
+            acc[i] = r == 0 ? v : op == ST_DIST_MAX ? fmax(acc[i], v) : acc[i] + v;
+        }
+    }
+    int left = tw_barrier(w); /* every rank has read every buffer */
+    for (size_t i = 0; ok && i < n; i++) {
+        double v = op == ST_DIST_MEAN ? acc[i] / w->world : acc[i];
+        if (es == 8) ((double *)part)[i] = v;
+        else ((float *)part)[i] = (float)v;
+    }
+    ok = ok && cudaMemcpy(buf, part, n * es, cudaMemcpyHostToDevice) == cudaSuccess;
+    free(acc), free(part);
+    int rc = tw_leave(d);
+    ST_REQUIRE(ok && left == 0, ST_ERR_DEVICE, "rank %d: the test all-reduce failed", d->rank);
+    return rc;
+}
+
+static int tw_allgather(st_dist *d, void *buf, size_t bytes, void *stream) {
+    ST_TRY(tw_enter(d, buf, stream));
+    tworld *w = ((trank *)d->ctx)->w;
+    int ok = 1;
+    for (int r = 0; r < w->world; r++)
+        if (r != d->rank)
+            ok &= cudaMemcpy((char *)buf + (size_t)r * bytes, (char *)w->buf[r] + (size_t)r * bytes, bytes,
+                             cudaMemcpyDeviceToDevice) == cudaSuccess;
+    int rc = tw_leave(d);
+    ST_REQUIRE(ok, ST_ERR_DEVICE, "rank %d: the test all-gather failed", d->rank);
+    return rc;
+}
+
+static const st_dist_ops thread_ops = {tw_allreduce, tw_allgather};
+
+/* ---- runs ------------------------------------------------------------------------------ */
+
+static st_train_config config(int updates) {
+    st_train_config c;
+    st_train_config_default(&c, "tiny");
+    c.dims.B = 32;
+    c.dims.T = 16;
+    c.updates = updates;
+    c.minibatches = 2;
+    c.epochs = 2;
+    c.episode_length = 12; /* resets inside the rollout */
+    c.seed = 11;
+    return c;
+}
+
+typedef struct {
+    tworld *w;
+    trank me;
+    st_dist d;
+    const st_market *m;
+    st_train_config c;
+    int updates, inject_rank; /* inject_rank >= 0: that rank's tracer injects `inject` */
+    const char *inject;
+    /* out */
+    int rc, init_rc;
+    char err[600];
+    st_cuda_trainer t;
+    st_update_stats last;
+    float *w_, *am, *av; /* weights and moments after the run */
+    st_trace tr;
+    int traced;
+} rank_run;
+
+static void *rank_main(void *arg) {
+    rank_run *r = arg;
+    pthread_mutex_lock(&r->w->gpu);
+    r->d = (st_dist){.rank = r->me.rank, .world = r->w->world, .ops = &thread_ops, .ctx = &r->me};
+    int rc = r->init_rc = st_cuda_trainer_init_dist(&r->t, &r->c, r->m, &r->d);
+    if (rc == ST_OK && r->inject_rank >= 0) {
+        st_label_sizes z;
+        st_cuda_trainer_label_sizes(&r->t, &z);
+        rc = st_trace_init(&r->tr, ST_TRACE_SENTINEL, &z, &r->t.host.table, r->c.minibatches);
+        r->traced = rc == ST_OK;
+        if (rc == ST_OK && r->me.rank == r->inject_rank) rc = st_trace_set_inject(&r->tr, r->inject);
+        if (rc == ST_OK) rc = st_cuda_trainer_set_trace(&r->t, &r->tr);
+    }
+    for (int u = 0; rc == ST_OK && u < r->updates; u++) rc = st_cuda_trainer_update(&r->t, &r->last);
+    if (rc == ST_OK) rc = st_cuda_trainer_sync_host(&r->t); /* collective: the environments gathered */
+    if (rc == ST_OK) rc = st_cuda_trainer_download_rollout(&r->t);
+    r->rc = rc;
+    if (rc != ST_OK) snprintf(r->err, sizeof r->err, "%s", st_last_error());
+    if (rc != ST_OK && rc != ST_ERR_NUMERIC) tw_abort(r->w); /* a tracer stop is every rank's, together */
+    pthread_mutex_unlock(&r->w->gpu);
+    return NULL;
+}
+
+/* world ranks of config c for `updates` updates; runs[] filled. */
+static void run_ranks(int world, const st_market *m, const st_train_config *c, int updates, rank_run *runs,
+                      int inject_rank, const char *inject) {
+    static tworld w;
+    memset(&w, 0, sizeof w);
+    w.world = world;
+    pthread_mutex_init(&w.lock, NULL);
+    pthread_cond_init(&w.cond, NULL);
+    pthread_mutex_init(&w.gpu, NULL);
+    pthread_t th[MAX_RANKS];
+    for (int r = 0; r < world; r++) {
+        memset(&runs[r], 0, sizeof runs[r]);
+        runs[r].w = &w;
+        runs[r].me = (trank){&w, r};
+        runs[r].m = m;
+        runs[r].c = *c;
+        runs[r].updates = updates;
+        runs[r].inject_rank = inject_rank;
+        runs[r].inject = inject;
+        pthread_create(&th[r], NULL, rank_main, &runs[r]);
+    }
+    for (int r = 0; r < world; r++) pthread_join(th[r], NULL);
+}
+
+static void free_run(rank_run *r) {
+    if (r->traced) {
+        st_cuda_trainer_set_trace(&r->t, NULL);
+        st_trace_free(&r->tr);
+    }
+    if (r->t.host.table.total) st_cuda_trainer_free(&r->t);
+}
+
+static float *weights_of(st_cuda_trainer *t, int which) {
+    size_t P = t->host.table.total;
+    float *p = calloc(P + 1, sizeof(float));
+    st_cuda_trainer_download(t, which == 0 ? p : NULL, which == 1 ? p : NULL, which == 2 ? p : NULL);
+    return p;
+}
+
+static int env_equal(const st_env *a, const st_env *b) {
+    int same = a->B == b->B;
+#define ST_ENV_SAME(f, type) same = same && memcmp(a->f, b->f, sizeof(type) * (size_t)a->B) == 0;
+    ST_ENV_ARRAYS(ST_ENV_SAME)
+#undef ST_ENV_SAME
+    return same;
+}
+
+static void against_one_gpu(const st_market *m, int world, int updates) {
+    printf("1. %d ranks x B/%d against 1 x B, %d updates\n", world, world, updates);
+    st_train_config c = config(updates);
+    st_cuda_trainer one;
+    int rc = st_cuda_trainer_init(&one, &c, m);
+    CHECK(rc == ST_OK, "one-GPU trainer: %s", st_last_error());
+    st_update_stats s1;
+    for (int u = 0; rc == ST_OK && u < updates; u++) rc = st_cuda_trainer_update(&one, &s1);
+    if (rc == ST_OK) rc = st_cuda_trainer_sync_host(&one);
+    if (rc == ST_OK) rc = st_cuda_trainer_download_rollout(&one);
+    CHECK(rc == ST_OK, "one-GPU run: %s", st_last_error());
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, m, &c, updates, runs, -1, NULL);
+    int ok = rc == ST_OK;
+    for (int r = 0; r < world; r++) {
+        CHECK(runs[r].rc == ST_OK, "rank %d: %s", r, runs[r].err);
+        ok &= runs[r].rc == ST_OK;
+    }
+    if (ok) {
+        size_t P = one.host.table.total;
+        float *w1 = weights_of(&one, 0), *m1 = weights_of(&one, 1), *v1 = weights_of(&one, 2);
+        float *w0 = weights_of(&runs[0].t, 0), *m0 = weights_of(&runs[0].t, 1), *v0 = weights_of(&runs[0].t, 2);
+        for (int r = 1; r < world; r++) {
+            float *wr = weights_of(&runs[r].t, 0);
+            CHECK(memcmp(wr, w0, sizeof(float) * P) == 0, "rank %d's weights differ from rank 0's", r);
+            free(wr);
+        }
+        double dw = rel_err(w0, w1, P);
+        printf("  weights: relative difference %.3e (bound 1e-5); AdamW m %.3e, v %.3e\n", dw, rel_err(m0, m1, P),
+               rel_err(v0, v1, P));
+        CHECK_PARITY("weights against one GPU", dw, 1e-5);
+        CHECK_PARITY("AdamW m against one GPU", rel_err(m0, m1, P), 1e-4);
+        CHECK_PARITY("AdamW v against one GPU", rel_err(v0, v1, P), 1e-4);
+        /* the last rollout: rank 0 holds every rank's, in the gathered layout */
+        const st_cuda_trainer *t0 = &runs[0].t;
+        int N = one.host.N, B = c.dims.B, Bl = B / world, Nl = c.dims.T * Bl, mism = 0;
+        for (int g = 0; g < N; g++) {
+            int step = g / B, b = g % B, at = (b / Bl) * Nl + step * Bl + b % Bl;
+            mism += one.host.r_action[g] != t0->host.r_action[at];
+        }
+        printf("  last rollout: %d of %d actions differ\n", mism, N);
+        CHECK(mism == 0, "%d of %d actions of the last rollout differ from one GPU's", mism, N);
+        CHECK(env_equal(&t0->host.env, &one.host.env), "the gathered environments differ from one GPU's");
+        CHECK(memcmp(t0->host.ctx, one.host.ctx, sizeof(float) * (size_t)B * c.dims.C) == 0,
+              "the gathered contexts differ from one GPU's");
+        CHECK(t0->host.env_steps == one.host.env_steps && t0->host.update == one.host.update, "counters differ");
+        const st_update_stats *sd = &runs[0].last;
+        double a[6] = {s1.loss.loss, s1.loss.value, s1.loss.entropy, s1.grad_norm, s1.mean_reward, s1.explained_var};
+        double b2[6] = {sd->loss.loss, sd->loss.value, sd->loss.entropy, sd->grad_norm, sd->mean_reward,
+                        sd->explained_var};
+        for (int i = 0; i < 6; i++)
+            CHECK(fabs(a[i] - b2[i]) <= 1e-5 * (1 + fabs(a[i])), "statistic %d of the last update: %.9g vs one GPU %.9g",
+                  i, b2[i], a[i]);
+        CHECK(sd->episodes == s1.episodes, "episodes %d vs one GPU %d", sd->episodes, s1.episodes);
+        free(w1), free(m1), free(v1), free(w0), free(m0), free(v0);
+    }
+    for (int r = 0; r < world; r++) free_run(&runs[r]);
+    if (one.host.table.total) st_cuda_trainer_free(&one);
+}
+
+static void refusals(const st_market *m) {
+    printf("2. sizes that do not split over the ranks\n");
+    st_train_config c = config(1);
+    struct {
+        int B, minibatches, world;
+        const char *says;
+    } cases[] = {{30, 2, 4, "--batch 30"}, {32, 64, 3, "--batch 32"}, {32, 256, 4, "minibatch of 2 windows"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c.dims.B = cases[i].B;
+        c.minibatches = cases[i].minibatches;
+        st_dist d = {.rank = 0, .world = cases[i].world, .ops = &thread_ops};
+        st_cuda_trainer t;
+        int rc = st_cuda_trainer_init_dist(&t, &c, m, &d);
+        CHECK(rc == ST_ERR_INPUT && strstr(st_last_error(), cases[i].says), "B %d, %d minibatches, %d ranks: rc %d '%s'",
+              cases[i].B, cases[i].minibatches, cases[i].world, rc, st_last_error());
+        if (rc == ST_OK) st_cuda_trainer_free(&t);
+    }
+}
+
+static void tracer(const st_market *m) {
+    printf("3. the tracer: an injection on rank 1 of 2\n");
+    st_train_config c = config(3);
+    rank_run runs[2];
+    const char *spec = "act_logits:1:5"; /* update 1, rank 1's element 5 */
+    run_ranks(2, m, &c, 3, runs, 1, spec);
+    for (int r = 0; r < 2; r++) {
+        printf("  rank %d: rc %d: %s\n", r, runs[r].rc, runs[r].err);
+        CHECK(runs[r].rc == ST_ERR_NUMERIC, "rank %d: rc %d, not a tracer stop: %s", r, runs[r].rc, runs[r].err);
+        CHECK(strstr(runs[r].err, "appeared on rank 1") != NULL, "rank %d does not name rank 1: %s", r, runs[r].err);
+        CHECK(runs[r].t.host.update == 1, "rank %d stopped after update %ld, not 1", r, runs[r].t.host.update);
+    }
+    CHECK(strstr(runs[1].err, "act_logits") != NULL, "rank 1 does not name the injected label: %s", runs[1].err);
+    for (int r = 0; r < 2; r++) free_run(&runs[r]);
+}
+
+int main(void) {
+    CUDA_TEST_BEGIN();
+    st_market m;
+    st_data_opts o = st_data_opts_default(32);
+    o.use_cache = 0;
+    CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
+    against_one_gpu(&m, 2, quick() ? 3 : 20);
+    if (!quick()) against_one_gpu(&m, 4, 6);
+    refusals(&m);
+    tracer(&m);
+    st_market_free(&m);
+    TEST_MAIN_END();
+}
+
+#else
+int main(void) {
+    printf("skipped: this build has no CUDA backend\n");
+    return ST_TEST_SKIP;
+}
+#endif

@@ -15,8 +15,12 @@
  * written; dc (may be NULL) is written, or added to with dc_accumulate.
  *
  * `saved` (st_cuda_vsn_saved_count floats) is filled by the forward for the
- * backward; `work` (st_cuda_vsn_work_count floats) is scratch for both. Both
- * are device buffers. `stream` is a cudaStream_t (NULL: default stream).
+ * backward; `work` (st_cuda_vsn_work_count floats) is scratch for both, and
+ * nothing in it needs to survive from the forward to the backward: `saved`
+ * keeps only the selection GRN's state and alpha (2 min(Dv, F) + 4F + 2
+ * floats a row) and the backward recomputes the per-variable GRNs' [rows,
+ * F*Dv] activations into `work` (vsn.cu). Both are device buffers.
+ * `stream` is a cudaStream_t (NULL: default stream).
  * Returns ST_OK, ST_ERR_INPUT for bad sizes, or ST_ERR_DEVICE (message in
  * st_last_error()). Calls are asynchronous on the stream. */
 #ifndef ST_VSN_CUDA_H

@@ -26,11 +26,20 @@
  * (row, variable) doing a whole GRN, were each half of a default-preset
  * training step: bench/NOTES.md.)
  *
- * `saved` has the layout of vsn.c (sel_h1, sel_h2, sel_glu with sigma(g2),
- * sel_x, sel_mean, sel_rstd, alpha, var_h1, var_h2, var_glu with sigma(g2),
- * var_x, var_mean, var_rstd); `work` holds E, dE, dgl [rows, 2P], dh2, dh1
- * [rows, P], dlog (the forward's logits), dxs [rows, F], dgls [rows, 2F],
- * dh2s, dh1s [rows, Hs]. */
+ * Memory: `saved` (kept from the forward to the backward, for the whole
+ * training step) holds only the selection GRN's state: sel_h1, sel_h2
+ * [rows, Hs], sel_glu with sigma(g2) [rows, 2F], sel_x [rows, F],
+ * sel_mean, sel_rstd [rows], alpha [rows, F]: 2Hs + 4F + 2 floats a row.
+ * The per-variable GRNs' activations (h1, h2 [rows, P], glu with sigma(g2)
+ * [rows, 2P], x [rows, P], mean, rstd [rows, F]: 5P + 2F a row, 13 GB at
+ * 8,192 windows of the default preset) live in `work`, the scratch that
+ * the model shares with every other op: the backward recomputes them (the
+ * forward's own calls on the same buffers, so the same bits) before it
+ * needs them. `work` holds E, h1, h2 [rows, P], glu [rows, 2P], x [rows,
+ * P], then mean, rstd, dlog (the forward's logits), dxs [rows, F], dgls
+ * [rows, 2F], dh2s, dh1s [rows, Hs]: 6P + 6F + 2Hs a row, which is what
+ * the backward needed before plus the 2F statistics, since the backward
+ * reuses the P-wide slots as their contents die (var_backward says how). */
 #include "cuda/check.h"
 
 extern "C" {
@@ -49,15 +58,15 @@ static int hidden_sel(int F, int Dv) { return Dv < F ? Dv : F; }
 
 /* ---- layouts ------------------------------------------------------------ */
 
-/* Device pointers into `saved`, in the order and sizes of vsn.c. */
+/* Device pointers into `saved`: the selection GRN's part of vsn.c's
+ * layout, in its order and sizes. */
 struct vsn_saved {
     float *sel_h1, *sel_h2, *sel_glu, *sel_x, *sel_mean, *sel_rstd, *alpha;
-    float *var_h1, *var_h2, *var_glu, *var_x, *var_mean, *var_rstd;
     size_t total;
 };
 
 static vsn_saved saved_at(float *base, int rows, int F, int Dv) {
-    size_t R = (size_t)rows, P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv), o = 0;
+    size_t R = (size_t)rows, Hs = (size_t)hidden_sel(F, Dv), o = 0;
     vsn_saved l;
 #define VSN_TAKE(field, n) (l.field = base ? base + o : NULL, o += (n))
     VSN_TAKE(sel_h1, R * Hs);
@@ -67,19 +76,23 @@ static vsn_saved saved_at(float *base, int rows, int F, int Dv) {
     VSN_TAKE(sel_mean, R);
     VSN_TAKE(sel_rstd, R);
     VSN_TAKE(alpha, R * F);
-    VSN_TAKE(var_h1, R * P);
-    VSN_TAKE(var_h2, R * P);
-    VSN_TAKE(var_glu, R * 2 * P);
-    VSN_TAKE(var_x, R * P);
-    VSN_TAKE(var_mean, R * F);
-    VSN_TAKE(var_rstd, R * F);
     l.total = o;
     return l;
 }
 
-/* Device pointers into `work`. */
+/* The per-variable GRNs' activations, made by var_forward (in `work`):
+ * h1 = ELU(fc1 e), h2 = fc2 h1, glu = [g1; sigma(g2)] [rows, 2P], x = e +
+ * g1 sigma(g2) (the norms' input) and its statistics mean, rstd [rows, F]. */
+struct vsn_var {
+    float *h1, *h2, *glu, *x, *mean, *rstd;
+};
+
+/* Device pointers into `work`: E and the GRNs' activations (their slots
+ * are reused by the backward), then the small buffers. */
 struct vsn_work {
-    float *E, *dE, *dgl, *dh2, *dh1, *dlog, *dxs, *dgls, *dh2s, *dh1s;
+    float *E;
+    vsn_var a;
+    float *dlog, *dxs, *dgls, *dh2s, *dh1s;
     size_t total;
 };
 
@@ -87,10 +100,12 @@ static vsn_work work_at(float *base, int rows, int F, int Dv) {
     size_t R = (size_t)rows, P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv), o = 0;
     vsn_work l;
     VSN_TAKE(E, R * P);
-    VSN_TAKE(dE, R * P);
-    VSN_TAKE(dgl, R * 2 * P);
-    VSN_TAKE(dh2, R * P);
-    VSN_TAKE(dh1, R * P);
+    VSN_TAKE(a.h1, R * P);
+    VSN_TAKE(a.h2, R * P);
+    VSN_TAKE(a.glu, R * 2 * P);
+    VSN_TAKE(a.x, R * P);
+    VSN_TAKE(a.mean, R * F);
+    VSN_TAKE(a.rstd, R * F);
     VSN_TAKE(dlog, R * F);
     VSN_TAKE(dxs, R * F);
     VSN_TAKE(dgls, R * 2 * F);
@@ -299,12 +314,12 @@ static int launch_warps(size_t n, cudaStream_t st, void (*kernel)(Params...), Ar
 /* A warp per (row r, variable j) (j fastest): the glu's bias, the gate and
  * the identity skip, x = e + g1 sigma(g2), with gl's second half becoming
  * sigma(g2), and the LayerNorm statistics of x (double sums). */
-static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *E, const float *glu_b, vsn_saved sv) {
+static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *E, const float *glu_b, vsn_var a) {
     const size_t P = (size_t)F * Dv;
     const int lane = threadIdx.x & 31;
     WARP_LOOP(it, (size_t)rows * F) {
         size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
-        float *gl = sv.var_glu + r * 2 * P + 2 * col, *x = sv.var_x + r * P + col;
+        float *gl = a.glu + r * 2 * P + 2 * col, *x = a.x + r * P + col;
         const float *e = E + r * P + col, *gb = glu_b + 2 * col;
         double sum = 0;
         for (int k = lane; k < Dv; k += 32) {
@@ -320,63 +335,62 @@ static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *E, 
             var += ((double)x[k] - mu) * ((double)x[k] - mu);
         var = warp_sum(var);
         if (lane == 0) {
-            sv.var_mean[r * F + j] = (float)mu;
-            sv.var_rstd[r * F + j] = (float)(1.0 / sqrt(var / Dv + VSN_EPS));
+            a.mean[r * F + j] = (float)mu;
+            a.rstd[r * F + j] = (float)(1.0 / sqrt(var / Dv + VSN_EPS));
         }
     }
 }
 
-/* The F GRNs forward from E: h1 = ELU(fc1 e), h2 = fc2 h1, gl = glu h2,
- * then var_gate_kernel. */
-static int var_forward(int rows, int F, int Dv, const float *E, const vsn_w &w, const vsn_saved &sv,
-                       cudaStream_t st) {
+/* The F GRNs forward from E into a: h1 = ELU(fc1 e), h2 = fc2 h1, gl =
+ * glu h2, then var_gate_kernel. The forward's call and the backward's
+ * recomputation are this same sequence on the same buffers: the same bits. */
+static int var_forward(int rows, int F, int Dv, const float *E, const vsn_w &w, const vsn_var &a, cudaStream_t st) {
     const int P = F * Dv;
     const long long DD = (long long)Dv * Dv;
     const size_t R = (size_t)rows;
-    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, E, P, Dv, w.var_fc1_w, Dv, DD, 0.0f, sv.var_h1, P, Dv, F,
-                                st));
-    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc1_b, sv.var_h1, 1));
-    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, sv.var_h1, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, sv.var_h2, P,
-                                Dv, F, st));
-    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc2_b, sv.var_h2, 0));
-    ST_TRY(st_cuda_gemm_batched(0, 1, rows, 2 * Dv, Dv, 1.0f, sv.var_h2, P, Dv, w.var_glu_w, Dv, 2 * DD, 0.0f,
-                                sv.var_glu, 2 * P, 2 * Dv, F, st));
-    ST_TRY(launch_warps(R * F, st, var_gate_kernel, rows, F, Dv, E, w.var_glu_b, sv));
+    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, E, P, Dv, w.var_fc1_w, Dv, DD, 0.0f, a.h1, P, Dv, F, st));
+    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc1_b, a.h1, 1));
+    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, a.h1, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, a.h2, P, Dv, F, st));
+    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc2_b, a.h2, 0));
+    ST_TRY(st_cuda_gemm_batched(0, 1, rows, 2 * Dv, Dv, 1.0f, a.h2, P, Dv, w.var_glu_w, Dv, 2 * DD, 0.0f, a.glu, 2 * P,
+                                2 * Dv, F, st));
+    ST_TRY(launch_warps(R * F, st, var_gate_kernel, rows, F, Dv, E, w.var_glu_b, a));
     return ST_OK;
 }
 
-/* t_j[k] of row r from the saved LayerNorm input and statistics. */
-__device__ static float var_t(const vsn_w &w, const vsn_saved &sv, size_t r, int F, int Dv, int j, int k) {
+/* t_j[k] of row r from the LayerNorm input and statistics. */
+__device__ static float var_t(const vsn_w &w, const vsn_var &a, size_t r, int F, int Dv, int j, int k) {
     const size_t P = (size_t)F * Dv, col = (size_t)j * Dv;
-    float xh = xhat_of(sv.var_x[r * P + col + k], sv.var_mean[r * F + j], sv.var_rstd[r * F + j]);
+    float xh = xhat_of(a.x[r * P + col + k], a.mean[r * F + j], a.rstd[r * F + j]);
     return xh * w.var_ln_w[col + k] + w.var_ln_b[col + k];
 }
 
 /* v[r, k] = sum_j alpha_j t_j[k], summed in variable order. */
-static __global__ void combine_kernel(int rows, int F, int Dv, vsn_w w, vsn_saved sv, float *v, int v_stride) {
+static __global__ void combine_kernel(int rows, int F, int Dv, vsn_w w, vsn_var a, const float *alpha, float *v,
+                                      int v_stride) {
     GRID_LOOP(idx, (size_t)rows * Dv) {
         size_t r = idx / (size_t)Dv;
         int k = (int)(idx % (size_t)Dv);
         double acc = 0;
         for (int j = 0; j < F; j++)
-            acc += (double)sv.alpha[r * F + j] * (double)var_t(w, sv, r, F, Dv, j, k);
+            acc += (double)alpha[r * F + j] * (double)var_t(w, a, r, F, Dv, j, k);
         v[r * (size_t)v_stride + k] = (float)acc;
     }
 }
 
 /* A warp per row: dalpha_j = dv . t_j (+ the caller's dalpha), then the
  * softmax backward dlog_j = alpha_j (dalpha_j - sum_i alpha_i dalpha_i). */
-static __global__ void dlog_kernel(int rows, int F, int Dv, vsn_w w, vsn_saved sv, const float *dv, int dv_stride,
-                                   const float *dalpha, int dalpha_stride, float *dlog) {
+static __global__ void dlog_kernel(int rows, int F, int Dv, vsn_w w, vsn_var va, const float *alpha, const float *dv,
+                                   int dv_stride, const float *dalpha, int dalpha_stride, float *dlog) {
     const int lane = threadIdx.x & 31;
     WARP_LOOP(r, (size_t)rows) {
-        const float *dvr = dv + r * (size_t)dv_stride, *a = sv.alpha + r * F;
+        const float *dvr = dv + r * (size_t)dv_stride, *a = alpha + r * F;
         float *dl = dlog + r * F;
         double dot = 0;
         for (int j = 0; j < F; j++) {
             double da = 0;
             for (int k = lane; k < Dv; k += 32)
-                da += (double)dvr[k] * (double)var_t(w, sv, r, F, Dv, j, k);
+                da += (double)dvr[k] * (double)var_t(w, va, r, F, Dv, j, k);
             da = warp_sum(da) + (dalpha ? (double)dalpha[r * (size_t)dalpha_stride + j] : 0.0);
             float daf = (float)da;
             if (lane == 0) dl[j] = daf;
@@ -392,17 +406,19 @@ static __global__ void dlog_kernel(int rows, int F, int Dv, vsn_w w, vsn_saved s
 /* A warp per (row r, variable j) (j fastest): the backward of norm j and
  * the gate from dt_j = alpha_j dv: LayerNorm -> dx, which is dE (the
  * identity skip; written, the fc1 path is added later), dgl = [dx sg;
- * dx g1 sg (1 - sg)], and pw = dt xhat (the norm weight's per-row terms). */
-static __global__ void var_gate_bwd_kernel(int rows, int F, int Dv, const float *ln_w, vsn_saved sv, const float *dv,
-                                           int dv_stride, float *dE, float *dgl, float *pw) {
+ * dx g1 sg (1 - sg)], and pw = dt xhat (the norm weight's per-row terms).
+ * In place: va.glu ([g1; sg]) becomes dgl and va.x becomes pw, each lane
+ * reading its own values before it overwrites them. */
+static __global__ void var_gate_bwd_kernel(int rows, int F, int Dv, const float *ln_w, vsn_var va, const float *alpha,
+                                           const float *dv, int dv_stride, float *dE) {
     const size_t P = (size_t)F * Dv;
     const int lane = threadIdx.x & 31;
     WARP_LOOP(it, (size_t)rows * F) {
         size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
-        const float *dvr = dv + r * (size_t)dv_stride, *x = sv.var_x + r * P + col, *lw = ln_w + col;
-        const float *gl = sv.var_glu + r * 2 * P + 2 * col;
-        const float mean = sv.var_mean[r * F + j], rs = sv.var_rstd[r * F + j];
-        const double a = sv.alpha[r * F + j];
+        const float *dvr = dv + r * (size_t)dv_stride, *lw = ln_w + col;
+        float *x = va.x + r * P + col, *gl = va.glu + r * 2 * P + 2 * col;
+        const float mean = va.mean[r * F + j], rs = va.rstd[r * F + j];
+        const double a = alpha[r * F + j];
         double sg = 0, sgx = 0;
         for (int k = lane; k < Dv; k += 32) {
             double gk = a * dvr[k] * lw[k];
@@ -411,15 +427,15 @@ static __global__ void var_gate_bwd_kernel(int rows, int F, int Dv, const float 
         }
         sg = warp_sum(sg) / Dv;
         sgx = warp_sum(sgx) / Dv;
-        float *dEr = dE + r * P + col, *dg = dgl + r * 2 * P + 2 * col, *pwr = pw + r * P + col;
+        float *dEr = dE + r * P + col;
         for (int k = lane; k < Dv; k += 32) {
-            float xh = xhat_of(x[k], mean, rs);
+            float xh = xhat_of(x[k], mean, rs), g1 = gl[k], sgt = gl[Dv + k];
             double gk = a * dvr[k] * lw[k];
-            float dx = (float)((double)rs * (gk - sg - xh * sgx)), sgt = gl[Dv + k];
+            float dx = (float)((double)rs * (gk - sg - xh * sgx));
             dEr[k] = dx;
-            dg[k] = dx * sgt;
-            dg[Dv + k] = dx * gl[k] * sgt * (1.0f - sgt);
-            pwr[k] = (float)(a * dvr[k]) * xh;
+            gl[k] = dx * sgt;
+            gl[Dv + k] = dx * g1 * sgt * (1.0f - sgt);
+            x[k] = (float)(a * dvr[k]) * xh;
         }
     }
 }
@@ -487,8 +503,8 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     vsn_work wk = work_at(work, rows, F, Dv);
     ST_TRY(launch_n(R * F * Dv, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
     ST_TRY(sel_forward(rows, F, C, Dv, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
-    ST_TRY(var_forward(rows, F, Dv, wk.E, *w, sv, st));
-    ST_TRY(launch_n(R * Dv, st, combine_kernel, rows, F, Dv, *w, sv, v, v_stride));
+    ST_TRY(var_forward(rows, F, Dv, wk.E, *w, wk.a, st));
+    ST_TRY(launch_n(R * Dv, st, combine_kernel, rows, F, Dv, *w, wk.a, (const float *)sv.alpha, v, v_stride));
     return ST_OK;
 }
 
@@ -505,11 +521,11 @@ static int grouped_dw(int rows, int groups, int in, int out, const float *dy, in
     return ST_OK;
 }
 
-/* The selection GRN's backward from dlog (in work): its parameter
+/* The selection GRN's backward from dlog (in work) and E: its parameter
  * gradients, dE += the skip and fc1 paths, dc (=|+=) the ctx path. */
-static int sel_backward(int rows, int F, int C, int Dv, const float *c, int c_stride, const vsn_w &w, const vsn_g &g,
-                        const vsn_saved &sv, const vsn_work &wk, float *dc, int dc_stride, int dc_accumulate,
-                        cudaStream_t st) {
+static int sel_backward(int rows, int F, int C, int Dv, const float *E, float *dE, const float *c, int c_stride,
+                        const vsn_w &w, const vsn_g &g, const vsn_saved &sv, const vsn_work &wk, float *dc,
+                        int dc_stride, int dc_accumulate, cudaStream_t st) {
     const int P = F * Dv, Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
     ST_TRY(launch_n(R, st, layernorm_dx_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w,
@@ -522,8 +538,8 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *c, int c_st
     ST_TRY(
         launch_n(R * F, st, sel_gate_bwd_kernel, rows, F, (const float *)sv.sel_glu, (const float *)wk.dxs, wk.dgls));
     /* skip: dE += dxs W_skip */
-    ST_TRY(st_cuda_linear_backward(rows, P, F, wk.E, P, w.sel_skip_w, wk.dxs, F, wk.dE, P, 1, g.sel_skip_w,
-                                   g.sel_skip_b, st));
+    ST_TRY(
+        st_cuda_linear_backward(rows, P, F, E, P, w.sel_skip_w, wk.dxs, F, dE, P, 1, g.sel_skip_w, g.sel_skip_b, st));
     /* glu: dh2s = dgls W_glu */
     ST_TRY(st_cuda_linear_backward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, wk.dgls, 2 * F, wk.dh2s, Hs, 0,
                                    g.sel_glu_w, g.sel_glu_b, st));
@@ -532,46 +548,55 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *c, int c_st
                                    g.sel_fc2_w, g.sel_fc2_b, st));
     ST_TRY(launch_n(R * Hs, st, elu_bwd_kernel, rows, Hs, (const float *)sv.sel_h1, wk.dh1s));
     /* fc1: dE += dh1s W_fc1; ctx: dc (=|+=) dh1s W_ctx */
-    ST_TRY(st_cuda_linear_backward(rows, P, Hs, wk.E, P, w.sel_fc1_w, wk.dh1s, Hs, wk.dE, P, 1, g.sel_fc1_w,
-                                   g.sel_fc1_b, st));
+    ST_TRY(
+        st_cuda_linear_backward(rows, P, Hs, E, P, w.sel_fc1_w, wk.dh1s, Hs, dE, P, 1, g.sel_fc1_w, g.sel_fc1_b, st));
     if (C > 0)
         ST_TRY(st_cuda_linear_backward(rows, C, Hs, c, c_stride, w.sel_ctx_w, wk.dh1s, Hs, dc, dc_stride,
                                        dc_accumulate, g.sel_ctx_w, (float *)NULL, st));
     return ST_OK;
 }
 
-/* The F GRNs backward from dv (alpha and the saved forward): dE (the
+/* The F GRNs backward from dv, alpha and the activations in wk.a (just
+ * recomputed; the softmax backward has used them), with E in wk.E: dE (the
  * skip and fc1 paths; the selection GRN's are added later), every
  * parameter gradient of vsn.var. The products are batched over the
  * variables; the weight gradients a product per variable (dW_j += dy_j^T
- * x_j, inner dimension rows), the biases and norm weights column sums. */
-static int var_backward(int rows, int F, int Dv, const float *dv, int dv_stride, const vsn_w &w, const vsn_g &g,
-                        const vsn_saved &sv, const vsn_work &wk, cudaStream_t st) {
+ * x_j, inner dimension rows), the biases and norm weights column sums.
+ * The slots of `work` are reused as their contents die, so that the
+ * backward needs no more than the forward's activations:
+ *   E   -> dE (E is not read again until fc1's dW: re-embedded there)
+ *   glu -> dgl (in place);  x -> pw (in place) -> dh2;  h2 -> dh1;
+ *   h1  -> E again (for fc1's dW and the selection GRN's backward).
+ * Returns E's new place in *E_out; dE stays in wk.E's slot. */
+static int var_backward(int rows, int F, int Dv, const float *s, int s_stride, const float *dv, int dv_stride,
+                        const vsn_w &w, const vsn_g &g, const vsn_saved &sv, const vsn_work &wk, float **E_out,
+                        cudaStream_t st) {
     const int P = F * Dv;
     const long long DD = (long long)Dv * Dv;
     const size_t R = (size_t)rows;
-    float *pw = wk.dh1; /* the norm weight's per-row terms, until dh1 is formed */
-    ST_TRY(launch_warps(R * F, st, var_gate_bwd_kernel, rows, F, Dv, w.var_ln_w, sv, dv, dv_stride, wk.dE, wk.dgl,
-                        pw));
+    const vsn_var &a = wk.a;
+    float *dE = wk.E, *dgl = a.glu, *pw = a.x, *dh2 = a.x, *dh1 = a.h2, *E = a.h1;
+    ST_TRY(launch_warps(R * F, st, var_gate_bwd_kernel, rows, F, Dv, w.var_ln_w, a, (const float *)sv.alpha, dv,
+                        dv_stride, dE));
     ST_TRY(st_cuda_colsum_add(rows, P, pw, P, g.var_ln_w, st));
     /* ln_b[j, k] += sum_r alpha[r, j] dv[r, k] */
     ST_TRY(st_cuda_gemm(1, 0, F, Dv, rows, 1.0f, sv.alpha, F, dv, dv_stride, 1.0f, g.var_ln_b, Dv, st));
-    /* glu: dh2 = dgl W_glu */
-    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, 2 * Dv, 1.0f, wk.dgl, 2 * P, 2 * Dv, w.var_glu_w, Dv, 2 * DD, 0.0f,
-                                wk.dh2, P, Dv, F, st));
-    ST_TRY(grouped_dw(rows, F, Dv, 2 * Dv, wk.dgl, 2 * P, 2 * Dv, sv.var_h2, P, Dv, g.var_glu_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, 2 * P, wk.dgl, 2 * P, g.var_glu_b, st));
-    /* fc2 and the ELU: dh1 = (dh2 W_fc2) ELU'(h1) */
-    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, wk.dh2, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, wk.dh1, P, Dv, F,
-                                st));
-    ST_TRY(launch_n(R * P, st, elu_bwd_kernel, rows, P, (const float *)sv.var_h1, wk.dh1));
-    ST_TRY(grouped_dw(rows, F, Dv, Dv, wk.dh2, P, Dv, sv.var_h1, P, Dv, g.var_fc2_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, P, wk.dh2, P, g.var_fc2_b, st));
-    /* fc1: dE += dh1 W_fc1 */
-    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, wk.dh1, P, Dv, w.var_fc1_w, Dv, DD, 1.0f, wk.dE, P, Dv, F,
-                                st));
-    ST_TRY(grouped_dw(rows, F, Dv, Dv, wk.dh1, P, Dv, wk.E, P, Dv, g.var_fc1_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, P, wk.dh1, P, g.var_fc1_b, st));
+    /* glu: dh2 = dgl W_glu (over pw, summed above) */
+    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, 2 * Dv, 1.0f, dgl, 2 * P, 2 * Dv, w.var_glu_w, Dv, 2 * DD, 0.0f, dh2, P,
+                                Dv, F, st));
+    ST_TRY(grouped_dw(rows, F, Dv, 2 * Dv, dgl, 2 * P, 2 * Dv, a.h2, P, Dv, g.var_glu_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, 2 * P, dgl, 2 * P, g.var_glu_b, st));
+    /* fc2 and the ELU: dh1 = (dh2 W_fc2) ELU'(h1) (over h2, used above) */
+    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, dh2, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, dh1, P, Dv, F, st));
+    ST_TRY(launch_n(R * P, st, elu_bwd_kernel, rows, P, (const float *)a.h1, dh1));
+    ST_TRY(grouped_dw(rows, F, Dv, Dv, dh2, P, Dv, a.h1, P, Dv, g.var_fc2_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, P, dh2, P, g.var_fc2_b, st));
+    /* fc1: dE += dh1 W_fc1; its dW needs E, embedded again over h1 */
+    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, dh1, P, Dv, w.var_fc1_w, Dv, DD, 1.0f, dE, P, Dv, F, st));
+    ST_TRY(launch_n(R * P, st, embed_kernel, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, E));
+    ST_TRY(grouped_dw(rows, F, Dv, Dv, dh1, P, Dv, E, P, Dv, g.var_fc1_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, P, dh1, P, g.var_fc1_b, st));
+    *E_out = E;
     return ST_OK;
 }
 
@@ -587,15 +612,21 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     /* The kernels only read `saved` in the backward. */
     vsn_saved sv = saved_at((float *)saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
+    /* Recompute the per-variable GRNs' activations: the forward's calls. */
     ST_TRY(launch_n(R * P, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
-    ST_TRY(launch_warps(R, st, dlog_kernel, rows, F, Dv, *w, sv, dv, dv_stride, dalpha, dalpha_stride, wk.dlog));
-    ST_TRY(var_backward(rows, F, Dv, dv, dv_stride, *w, *g, sv, wk, st));
-    ST_TRY(sel_backward(rows, F, C, Dv, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
-    /* ds = dE . embed_w per variable; embed_w += colsum(dE s) (the products in dh2, free now), embed_b += colsum(dE) */
-    ST_TRY(launch_warps(R * F, st, embed_bwd_kernel, rows, F, Dv, (const float *)wk.dE, w->embed_w, s, s_stride, ds,
-                        ds_stride, wk.dh2));
-    ST_TRY(st_cuda_colsum_add(rows, (int)P, wk.dh2, (int)P, g->embed_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, (int)P, wk.dE, (int)P, g->embed_b, st));
+    ST_TRY(var_forward(rows, F, Dv, wk.E, *w, wk.a, st));
+    ST_TRY(launch_warps(R, st, dlog_kernel, rows, F, Dv, *w, wk.a, (const float *)sv.alpha, dv, dv_stride, dalpha,
+                        dalpha_stride, wk.dlog));
+    float *E = NULL, *dE = wk.E;
+    ST_TRY(var_backward(rows, F, Dv, s, s_stride, dv, dv_stride, *w, *g, sv, wk, &E, st));
+    ST_TRY(sel_backward(rows, F, C, Dv, E, dE, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
+    /* ds = dE . embed_w per variable; embed_w += colsum(dE s) (the products in x's slot, free now),
+     * embed_b += colsum(dE) */
+    float *pe = wk.a.x;
+    ST_TRY(launch_warps(R * F, st, embed_bwd_kernel, rows, F, Dv, (const float *)dE, w->embed_w, s, s_stride, ds,
+                        ds_stride, pe));
+    ST_TRY(st_cuda_colsum_add(rows, (int)P, pe, (int)P, g->embed_w, st));
+    ST_TRY(st_cuda_colsum_add(rows, (int)P, dE, (int)P, g->embed_b, st));
     return ST_OK;
 }
 

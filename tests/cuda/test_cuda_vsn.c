@@ -20,6 +20,9 @@
  * would read the neighbouring context as snapshot values, or NaN). (c) runs
  * twice: bit-identical (no atomics). A last run per case uses the plain
  * st_cuda_vsn_backward with alpha = NULL, ds = NULL and dc accumulated.
+ * `work` is poisoned between the forward and the backward: the backward
+ * recomputes the per-variable GRNs' activations there (only the selection
+ * GRN's state is saved; its size is checked as vsn_cuda.h states it).
  * Sizes: tiny (F=40, C=16, Dv=8), odd (F=37, C=11, Dv=5, K=50), a batch of
  * 64 windows, the default Dv=32, and F < Dv (Hs = F). */
 #include "model/vsn.h"
@@ -379,7 +382,21 @@ static void test_bad_sizes(void) {
     st_clear_error();
 }
 
+/* `saved` holds no [rows, F*Dv] buffer (vsn_cuda.h: 2 min(Dv, F) + 4F + 2
+ * floats a row), and `work` no more than the backward's six P-wide slots
+ * and its small buffers: the training step's memory at 8,192 windows. */
+static void test_sizes(void) {
+    const int R = 8192 * 64, F = 40, C = 16, Dv = 32, Hs = Dv < F ? Dv : F;
+    size_t saved = st_cuda_vsn_saved_count(R, F, C, Dv), work = st_cuda_vsn_work_count(R, F, C, Dv);
+    size_t saved_want = (size_t)R * (size_t)(2 * Hs + 4 * F + 2);
+    size_t work_max = (size_t)R * (size_t)(6 * F * Dv + 6 * F + 2 * Hs);
+    printf("sizes at %d rows: saved %zu floats a row, work %zu\n", R, saved / (size_t)R, work / (size_t)R);
+    CHECK(saved == saved_want, "saved is %zu floats, not %zu (2Hs + 4F + 2 a row)", saved, saved_want);
+    CHECK(work <= work_max, "work is %zu floats, more than %zu (6P + 6F + 2Hs a row)", work, work_max);
+}
+
 static void run_all(void) {
+    test_sizes();
     test_case("tiny", 2, 32, 40, 16, 8, 0xC0DA01);
     test_case("odd", 2, 50, 37, 11, 5, 0xC0DA02);
     test_case("batch of 64 windows", 64, 32, 40, 16, 8, 0xC0DA03);

@@ -516,6 +516,8 @@ extern "C" int st_cuda_env_upload(st_cuda_env *e, const st_env *host) {
     ST_TRY(check_same(e, host, "upload"));
     ST_CUDA_TRY(cudaDeviceSynchronize()); /* no kernel of any stream may still use the old state */
     ST_CUDA_TRY(cudaMemcpy(e->dev.block, host->base, e->block_bytes, cudaMemcpyHostToDevice));
+    /* a copy from pageable memory may return before it lands, and the steps run on other streams */
+    ST_CUDA_TRY(cudaDeviceSynchronize());
     return ST_OK;
 }
 

@@ -55,6 +55,7 @@ int st_cuda_dist_push_env(st_cuda_trainer *t) {
     ST_TRY(rc);
     size_t C = (size_t)h->cfg.dims.C;
     ST_CU(cudaMemcpy(t->ctx, h->ctx + (size_t)t->b0 * C, sizeof(float) * (size_t)t->Bl * C, cudaMemcpyHostToDevice));
+    ST_CU(cudaDeviceSynchronize()); /* landed before the trainer's stream reads it */
     return ST_OK;
 }
 

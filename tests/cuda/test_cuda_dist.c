@@ -2,7 +2,8 @@
  * st_cuda_trainer_init_dist; issue 8) on ONE GPU. NCCL refuses two ranks on
  * one device, so the ranks here are threads of this process with a test
  * double of the collectives (st_dist_ops below: host barriers, the ranks'
- * device buffers read through plain copies, reductions in rank order), and
+ * device buffers read through plain copies on the legacy stream, which
+ * each rank waits for before it leaves; reductions in rank order), and
  * one rank's GPU work at a time (a mutex handed over at every collective:
  * the ranks' graphs share the per-device scratch of the matrix products).
  * The trainer's code path is the one NCCL drives, collective for
@@ -17,7 +18,11 @@
  *  2. B or the minibatch not divisible by the ranks: ST_ERR_INPUT naming it;
  *  3. the tracer: an injection on rank 1 only; both ranks stop with
  *     ST_ERR_NUMERIC at the same update, rank 1 names the injected label,
- *     and both say the first non-finite value appeared on rank 1.
+ *     and both say the first non-finite value appeared on rank 1;
+ *  4. checkpoints are the one-GPU format: 1 GPU x 2 updates, checkpoint,
+ *     2 ranks x 2 more, and 2 ranks x 2, checkpoint (rank 0, environments
+ *     gathered), 1 GPU x 2 more, each against 1 GPU x 4 straight: weights
+ *     within 1e-5, environments bit-identical, counters equal.
  * Skips (77) without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -25,12 +30,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "cuda/cuda_test.h"
 #include "data/dataset.h"
 #include "dist/dist.h"
 #include "trace/trace.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "train/trainer_cuda.h"
 
@@ -93,9 +100,15 @@ static int tw_enter(st_dist *d, void *buf, void *stream) {
     return ST_OK;
 }
 
+/* Leave: this rank's copies done (cudaMemcpy between device buffers, or
+ * from pageable host memory, may return before the copy has landed, and
+ * the trainer's stream does not wait for the legacy stream), every rank
+ * done, the GPU taken back. */
 static int tw_leave(st_dist *d) {
     trank *r = d->ctx;
+    int synced = cudaStreamSynchronize(0) == cudaSuccess;
     int rc = tw_barrier(r->w);
+    if (!synced) rc = -1;
     pthread_mutex_lock(&r->w->gpu);
     return rc == 0 ? ST_OK : ST_FAIL(ST_ERR_DEVICE, "rank %d: a peer rank stopped", d->rank);
 }
@@ -165,6 +178,7 @@ typedef struct {
     st_train_config c;
     int updates, inject_rank; /* inject_rank >= 0: that rank's tracer injects `inject` */
     const char *inject;
+    const char *restore, *save; /* a checkpoint every rank starts from / rank 0 writes at the end */
     /* out */
     int rc, init_rc;
     char err[600];
@@ -180,6 +194,13 @@ static void *rank_main(void *arg) {
     pthread_mutex_lock(&r->w->gpu);
     r->d = (st_dist){.rank = r->me.rank, .world = r->w->world, .ops = &thread_ops, .ctx = &r->me};
     int rc = r->init_rc = st_cuda_trainer_init_dist(&r->t, &r->c, r->m, &r->d);
+    if (rc == ST_OK && r->restore) {
+        st_safetensors f;
+        rc = st_safetensors_open(r->restore, &f);
+        if (rc == ST_OK) rc = st_checkpoint_restore(&f, &r->t.host);
+        if (rc == ST_OK) rc = st_cuda_trainer_push_host(&r->t); /* this rank's slice */
+        st_safetensors_close(&f);
+    }
     if (rc == ST_OK && r->inject_rank >= 0) {
         st_label_sizes z;
         st_cuda_trainer_label_sizes(&r->t, &z);
@@ -190,6 +211,7 @@ static void *rank_main(void *arg) {
     }
     for (int u = 0; rc == ST_OK && u < r->updates; u++) rc = st_cuda_trainer_update(&r->t, &r->last);
     if (rc == ST_OK) rc = st_cuda_trainer_sync_host(&r->t); /* collective: the environments gathered */
+    if (rc == ST_OK && r->save && r->me.rank == 0) rc = st_checkpoint_save(r->save, &r->t.host);
     if (rc == ST_OK) rc = st_cuda_trainer_download_rollout(&r->t);
     r->rc = rc;
     if (rc != ST_OK) snprintf(r->err, sizeof r->err, "%s", st_last_error());
@@ -198,9 +220,10 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-/* world ranks of config c for `updates` updates; runs[] filled. */
-static void run_ranks(int world, const st_market *m, const st_train_config *c, int updates, rank_run *runs,
-                      int inject_rank, const char *inject) {
+/* world ranks of config c for `updates` updates; runs[] filled. restore /
+ * save: checkpoint paths (NULL: none). */
+static void run_ranks_ck(int world, const st_market *m, const st_train_config *c, int updates, rank_run *runs,
+                         int inject_rank, const char *inject, const char *restore, const char *save) {
     static tworld w;
     memset(&w, 0, sizeof w);
     w.world = world;
@@ -217,9 +240,16 @@ static void run_ranks(int world, const st_market *m, const st_train_config *c, i
         runs[r].updates = updates;
         runs[r].inject_rank = inject_rank;
         runs[r].inject = inject;
+        runs[r].restore = restore;
+        runs[r].save = save;
         pthread_create(&th[r], NULL, rank_main, &runs[r]);
     }
     for (int r = 0; r < world; r++) pthread_join(th[r], NULL);
+}
+
+static void run_ranks(int world, const st_market *m, const st_train_config *c, int updates, rank_run *runs,
+                      int inject_rank, const char *inject) {
+    run_ranks_ck(world, m, c, updates, runs, inject_rank, inject, NULL, NULL);
 }
 
 static void free_run(rank_run *r) {
@@ -340,16 +370,84 @@ static void tracer(const st_market *m) {
     for (int r = 0; r < 2; r++) free_run(&runs[r]);
 }
 
+/* One GPU for n updates (from checkpoint `restore` when not NULL), then
+ * synced to the host; `save`: its checkpoint. */
+static int one_gpu(const st_market *m, const st_train_config *c, int n, const char *restore, const char *save,
+                   st_cuda_trainer *t) {
+    int rc = st_cuda_trainer_init(t, c, m);
+    if (rc == ST_OK && restore) {
+        st_safetensors f;
+        rc = st_safetensors_open(restore, &f);
+        if (rc == ST_OK) rc = st_checkpoint_restore(&f, &t->host);
+        if (rc == ST_OK) rc = st_cuda_trainer_push_host(t);
+        st_safetensors_close(&f);
+    }
+    st_update_stats s;
+    for (int u = 0; rc == ST_OK && u < n; u++) rc = st_cuda_trainer_update(t, &s);
+    if (rc == ST_OK) rc = st_cuda_trainer_sync_host(t);
+    if (rc == ST_OK && save) rc = st_checkpoint_save(save, &t->host);
+    return rc;
+}
+
+/* a (ranks or one GPU) against b (one GPU, straight): weights, environments, counters */
+static void same_run(const char *what, st_cuda_trainer *a, st_cuda_trainer *b) {
+    size_t P = b->host.table.total;
+    float *wa = weights_of(a, 0), *wb = weights_of(b, 0);
+    double dw = rel_err(wa, wb, P);
+    printf("  %-44s weights %.3e, environments %s\n", what, dw, env_equal(&a->host.env, &b->host.env) ? "same" : "DIFFER");
+    CHECK_PARITY(what, dw, 1e-5);
+    CHECK(env_equal(&a->host.env, &b->host.env), "%s: the environments differ", what);
+    CHECK(a->host.update == b->host.update && a->host.env_steps == b->host.env_steps, "%s: counters differ", what);
+    free(wa), free(wb);
+}
+
+static void checkpoints_across_ranks(const st_market *m) {
+    printf("4. checkpoints move between rank counts (the one-GPU format)\n");
+    st_train_config c = config(4);
+    char one_ck[64], ranks_ck[64];
+    snprintf(one_ck, sizeof one_ck, "/tmp/st_dist_one_%d.safetensors", (int)getpid());
+    snprintf(ranks_ck, sizeof ranks_ck, "/tmp/st_dist_ranks_%d.safetensors", (int)getpid());
+    st_cuda_trainer straight, half, resumed;
+    memset(&half, 0, sizeof half), memset(&resumed, 0, sizeof resumed);
+    int rc = one_gpu(m, &c, 4, NULL, NULL, &straight);
+    CHECK(rc == ST_OK, "4 straight updates on one GPU: %s", st_last_error());
+    if (rc == ST_OK) rc = one_gpu(m, &c, 2, NULL, one_ck, &half);
+    CHECK(rc == ST_OK, "2 updates and a checkpoint on one GPU: %s", st_last_error());
+    rank_run runs[2];
+    memset(runs, 0, sizeof runs);
+    if (rc == ST_OK) { /* one GPU's checkpoint -> 2 ranks, 2 more updates */
+        run_ranks_ck(2, m, &c, 2, runs, -1, NULL, one_ck, NULL);
+        CHECK(runs[0].rc == ST_OK && runs[1].rc == ST_OK, "2 ranks from one GPU's checkpoint: %s / %s", runs[0].err,
+              runs[1].err);
+        if (runs[0].rc == ST_OK) same_run("1 GPU x 2, then 2 ranks x 2 vs 1 GPU x 4", &runs[0].t, &straight);
+        for (int r = 0; r < 2; r++) free_run(&runs[r]);
+    }
+    if (rc == ST_OK) { /* 2 ranks' checkpoint -> one GPU, 2 more updates */
+        run_ranks_ck(2, m, &c, 2, runs, -1, NULL, NULL, ranks_ck);
+        CHECK(runs[0].rc == ST_OK && runs[1].rc == ST_OK, "2 ranks and a checkpoint: %s / %s", runs[0].err,
+              runs[1].err);
+        for (int r = 0; r < 2; r++) free_run(&runs[r]);
+        rc = one_gpu(m, &c, 2, ranks_ck, NULL, &resumed);
+        CHECK(rc == ST_OK, "one GPU from the ranks' checkpoint: %s", st_last_error());
+        if (rc == ST_OK) same_run("2 ranks x 2, then 1 GPU x 2 vs 1 GPU x 4", &resumed, &straight);
+    }
+    if (straight.host.table.total) st_cuda_trainer_free(&straight);
+    if (half.host.table.total) st_cuda_trainer_free(&half);
+    if (resumed.host.table.total) st_cuda_trainer_free(&resumed);
+    remove(one_ck), remove(ranks_ck);
+}
+
 int main(void) {
     CUDA_TEST_BEGIN();
     st_market m;
     st_data_opts o = st_data_opts_default(32);
     o.use_cache = 0;
     CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
-    against_one_gpu(&m, 2, quick() ? 3 : 20);
+    against_one_gpu(&m, 2, quick() ? 2 : 20); /* quick: the sanitizer runs */
     if (!quick()) against_one_gpu(&m, 4, 6);
     refusals(&m);
     tracer(&m);
+    checkpoints_across_ranks(&m);
     st_market_free(&m);
     TEST_MAIN_END();
 }

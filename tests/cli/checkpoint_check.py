@@ -5,7 +5,10 @@
 # checkpoint_check.py update FILE: prints FILE's update; exit 1 with the reason when it is not whole.
 # checkpoint_check.py same A B: the tensors of A and B are byte-identical.
 # checkpoint_check.py metrics FILE LAST: the complete lines are updates 1..X, X in {LAST, LAST+1}; prints X.
-import json, struct, sys
+# checkpoint_check.py close A B TOL: the weights (every tensor but adam.*, env.*, data.*) of A and B within
+#   TOL relative (norm of the difference over the norm of B), the environments' tensors byte-identical
+#   (scripts/gpu-multi.sh: N GPUs against one).
+import array, json, math, struct, sys
 SIZES = {'F32': 4, 'F64': 8, 'I32': 4, 'I64': 8, 'U8': 1}
 def load(path):
     b = open(path, 'rb').read()
@@ -59,3 +62,17 @@ if mode == 'metrics':
     if ups != list(range(1, len(ups) + 1)): sys.exit('metrics updates are not 1..n: %s' % ups)
     if len(ups) not in (last, last + 1): sys.exit('metrics end at update %d, last.safetensors is %d' % (len(ups), last))
     print(len(ups))
+if mode == 'close':
+    (_, a), (_, b) = load(sys.argv[2]), load(sys.argv[3])
+    tol = float(sys.argv[4])
+    names = sorted(k for k in b if not k.startswith(('adam.', 'env.', 'data.')))
+    d2 = n2 = 0.0
+    for k in names:
+        x, y = array.array('f', a[k]), array.array('f', b[k])
+        d2 += sum((u - v) * (u - v) for u, v in zip(x, y))
+        n2 += sum(v * v for v in y)
+    rel = math.sqrt(d2 / n2) if n2 > 0 else math.sqrt(d2)
+    env = [k for k in b if k.startswith('env.') and a.get(k) != b[k]]
+    print('weights: relative difference %.3e over %d tensors (bound %g); environment tensors differing: %d' %
+          (rel, len(names), tol, len(env)))
+    if rel > tol or env: sys.exit(1)

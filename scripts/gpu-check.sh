@@ -11,7 +11,8 @@
 #   learning  test_cuda_learning alone (the default preset trains on the GPU
 #             and passes the CPU's learning check), its log in learning.log
 #   sanitize  compute-sanitizer memcheck and racecheck over every GPU test
-#             (SSMTRADE_TEST_QUICK=1 shrinks the long loops)
+#             (SSMTRADE_TEST_QUICK=1 shrinks the long loops; SANITIZE_ONLY:
+#             only the programs it lists)
 #   profile   per-kernel times (ncu) of one training step and one action step
 #   main      the README's main job on the GPU (SSMTRADE_UPDATES, default 40 here)
 #   bench     bench/gpu-bench.sh (ours vs PyTorch side by side)
@@ -113,6 +114,8 @@ if has sanitize; then
   for tool in memcheck racecheck; do
     for t in build-gpu/test_cuda_*; do
       case "$(basename "$t")" in test_cuda_learning|${SANITIZE_SKIP:-none}) continue ;; esac
+      # SANITIZE_ONLY: a space-separated list of the programs to run (default: all)
+      [ -n "${SANITIZE_ONLY:-}" ] && case " $SANITIZE_ONLY " in *" $(basename "$t") "*) ;; *) continue ;; esac
       echo "$tool $t"
     done
   done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'san_one "$0" "$1"' | tee "$OUT/sanitize.txt"

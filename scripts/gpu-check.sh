@@ -12,7 +12,8 @@
 #             and passes the CPU's learning check), its log in learning.log
 #   sanitize  compute-sanitizer memcheck and racecheck over every GPU test
 #             (SSMTRADE_TEST_QUICK=1 shrinks the long loops; SANITIZE_ONLY:
-#             only the programs it lists)
+#             only the programs it lists; SANITIZE_PARTS: slow programs split
+#             over parallel processes)
 #   profile   per-kernel times (ncu) of one training step and one action step
 #   main      the README's main job on the GPU (SSMTRADE_UPDATES, default 40 here)
 #   bench     bench/gpu-bench.sh (ours vs PyTorch side by side)
@@ -100,15 +101,21 @@ if has sanitize; then
   export SSMTRADE_TEST_QUICK=1 CS OUT SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240} OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
   export SANITIZE_SLOW=${SANITIZE_SLOW:-"test_cuda_trainer test_cuda_evaluate test_cuda_vsn test_cuda_model"}
   export SANITIZE_SLOW_TIMEOUT=${SANITIZE_SLOW_TIMEOUT:-600}
+  # SANITIZE_PARTS: "PROGRAM:N ...": PROGRAM runs as N processes in parallel,
+  # SSMTRADE_TEST_PART=k/N each (its cases k, k+N, ...; tests/test.h)
+  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:4 test_cuda_model:7 test_cuda_dist:4"}
   san_one() {
-    tool=$1 t=$2 n=$(basename "$2")
+    tool=$1 t=$2 part=${3:--} n=$(basename "$2")
     # the slow programs get SANITIZE_SLOW_TIMEOUT (the tests' stdout is line-buffered: a timed-out log shows how far it got)
     lim=$SANITIZE_TIMEOUT
     case " $SANITIZE_SLOW " in *" $n "*) lim=$SANITIZE_SLOW_TIMEOUT ;; esac
-    timeout "$lim" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$OUT/san_${tool}_$n.log" 2>&1
+    log="$OUT/san_${tool}_$n${part/\//of}.log"
+    [ "$part" = - ] && log="$OUT/san_${tool}_$n.log"
+    if [ "$part" = - ]; then unset SSMTRADE_TEST_PART; else export SSMTRADE_TEST_PART=$part; fi
+    timeout "$lim" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$log" 2>&1
     r=$?
-    s=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/san_${tool}_$n.log" | tail -1)
-    echo "$tool $n: exit $r ${s:-}"
+    s=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+    echo "$tool $n${part/-/}: exit $r ${s:-}"
   }
   export -f san_one
   for tool in memcheck racecheck; do
@@ -116,9 +123,14 @@ if has sanitize; then
       case "$(basename "$t")" in test_cuda_learning|${SANITIZE_SKIP:-none}) continue ;; esac
       # SANITIZE_ONLY: a space-separated list of the programs to run (default: all)
       [ -n "${SANITIZE_ONLY:-}" ] && case " $SANITIZE_ONLY " in *" $(basename "$t") "*) ;; *) continue ;; esac
-      echo "$tool $t"
+      parts=$(for p in $SANITIZE_PARTS; do [ "${p%%:*}" = "$(basename "$t")" ] && echo "${p#*:}"; done)
+      if [ -n "$parts" ]; then
+        for k in $(seq 0 $((parts - 1))); do echo "$tool $t $k/$parts"; done
+      else
+        echo "$tool $t"
+      fi
     done
-  done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'san_one "$0" "$1"' | tee "$OUT/sanitize.txt"
+  done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'san_one "$0" "$1" "${2:--}"' | tee "$OUT/sanitize.txt"
   grep -qvE "exit 0 " "$OUT/sanitize.txt" && rc=1
   # the logs in one file (what comes back is limited to a few files)
   for f in "$OUT"/san_*.log; do echo "==== $f"; tail -40 "$f"; done >"$OUT/sanitize_logs.txt" 2>/dev/null

@@ -39,6 +39,16 @@ static int st_test_pass, st_test_fail;
         return st_test_fail == 0 && st_test_pass > 0 ? 0 : 1;                                                   \
     } while (0)
 
+/* SSMTRADE_TEST_PART=k/n: a program whose cases are numbered 0, 1, ...
+ * runs only those with number % n == k (scripts/gpu-check.sh splits a slow
+ * program over n processes under the sanitizers); unset: every case. */
+static inline int test_part(int index) {
+    const char *v = getenv("SSMTRADE_TEST_PART");
+    int k = 0, n = 1;
+    if (!v || sscanf(v, "%d/%d", &k, &n) != 2 || n < 1) return 1;
+    return index % n == k;
+}
+
 /* A buffer of rows x width with row stride `stride`, the gap filled with NaN. */
 static inline double *test_padded(int rows, int width, int stride) {
     double *p = malloc(sizeof(double) * (size_t)rows * (size_t)stride + sizeof(double));

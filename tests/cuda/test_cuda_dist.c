@@ -443,11 +443,12 @@ int main(void) {
     st_data_opts o = st_data_opts_default(32);
     o.use_cache = 0;
     CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
-    against_one_gpu(&m, 2, quick() ? 2 : 20); /* quick: the sanitizer runs */
-    if (!quick()) against_one_gpu(&m, 4, 6);
-    refusals(&m);
-    tracer(&m);
-    checkpoints_across_ranks(&m);
+    /* cases 0-3 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
+    if (test_part(0)) against_one_gpu(&m, 2, quick() ? 2 : 20);
+    if (!quick() && test_part(0)) against_one_gpu(&m, 4, 6);
+    if (test_part(1)) refusals(&m);
+    if (test_part(2)) tracer(&m);
+    if (test_part(3)) checkpoints_across_ranks(&m);
     st_market_free(&m);
     TEST_MAIN_END();
 }

@@ -426,13 +426,14 @@ int main(void) {
     o.use_cache = 0;
     CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
     clock_t c0 = clock();
-    parity_one_update(&m);
-    determinism(&m);
-    resume(&m);
-    tracer(&m);
-    if (!quick()) bf16_update(&m); /* the sanitizer runs: the fp32 path covers the same kernels */
+    /* cases 0-3 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
+    if (test_part(0)) parity_one_update(&m);
+    if (test_part(1)) determinism(&m);
+    if (test_part(2)) resume(&m);
+    if (test_part(3)) tracer(&m);
+    if (!quick() && test_part(0)) bf16_update(&m); /* the fp32 path covers the same kernels */
     st_market_free(&m);
-    if (!quick()) learning_run();
+    if (!quick() && test_part(1)) learning_run();
     printf("CPU time %.2f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
     TEST_MAIN_END();
 }

@@ -52,12 +52,12 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "dist/launch.h"
 #include "cli/run_setup.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "dist/dist.h"
+#include "dist/launch.h"
 #include "report/tboard.h"
 #include "trace/guard.h"
 #include "trace/trace.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "dist/dist.h"
 
 static int env_int(const char *name, int lo, int hi, int *out) {
     const char *v = getenv(name);
@@ -64,6 +65,46 @@ static void describe(int status, char *buf, size_t n) {
         snprintf(buf, n, "exited with status %d", WEXITSTATUS(status));
 }
 
+extern char **environ;
+
+/* This process's environment without the variables below, then
+ * SSMTRADE_RANK, _WORLD, _LOCAL_RANK, _DIST_ID and NCCL_NVLS_ENABLE=0
+ * (NULL-terminated, every string malloc'd; NULL when out of memory). */
+static char **rank_environment(int rank, int world, const char *hex) {
+    static const char *const ours[] = {"SSMTRADE_RANK=", "SSMTRADE_WORLD=", "SSMTRADE_LOCAL_RANK=",
+                                       "SSMTRADE_DIST_ID=", "NCCL_NVLS_ENABLE="};
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 6, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    int ok = 1;
+    for (size_t i = 0; ok && i < n; i++) {
+        int mine = 0;
+        for (size_t j = 0; j < sizeof ours / sizeof ours[0]; j++) mine |= strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
+        if (mine) continue;
+        ok = (env[k++] = strdup(environ[i])) != NULL;
+    }
+    char v[5][ST_DIST_ID_HEX + 32];
+    snprintf(v[0], sizeof v[0], "SSMTRADE_RANK=%d", rank);
+    snprintf(v[1], sizeof v[1], "SSMTRADE_WORLD=%d", world);
+    snprintf(v[2], sizeof v[2], "SSMTRADE_LOCAL_RANK=%d", rank);
+    snprintf(v[3], sizeof v[3], "SSMTRADE_DIST_ID=%s", hex);
+    snprintf(v[4], sizeof v[4], "NCCL_NVLS_ENABLE=0");
+    for (int j = 0; ok && j < 5; j++) ok = (env[k++] = strdup(v[j])) != NULL;
+    if (!ok) {
+        for (size_t i = 0; i < k; i++) free(env[i]);
+        free(env);
+        return NULL;
+    }
+    return env;
+}
+
+static void free_environment(char **env) {
+    for (size_t i = 0; env[i]; i++) free(env[i]);
+    free(env);
+}
+
 static int exit_code(int status) { return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status); }
 
 int st_launch_ranks(int world, char **argv, const char *hex) {
@@ -85,25 +126,27 @@ int st_launch_ranks(int world, char **argv, const char *hex) {
     fflush(stdout), fflush(stderr);
     int started = 0, rc = 0;
     for (int r = 0; r < world; r++) {
+        /* the child's environment is made here: between fork and exec only
+         * async-signal-safe calls (NCCL's bootstrap thread may hold a lock) */
+        char **envp = rank_environment(r, world, hex);
+        if (!envp) {
+            ST_FAIL(ST_ERR_MEMORY, "out of memory for rank %d's environment", r);
+            rc = 1;
+            break;
+        }
         pid_t p = fork();
         if (p == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL); /* the ranks never outlive the launcher */
             if (getppid() != parent) _exit(1);
             sigaction(SIGINT, &old_int, NULL);
             sigaction(SIGTERM, &old_term, NULL);
-            char v[3][16];
-            snprintf(v[0], sizeof v[0], "%d", r);
-            snprintf(v[1], sizeof v[1], "%d", world);
-            snprintf(v[2], sizeof v[2], "%d", r);
-            setenv("SSMTRADE_RANK", v[0], 1);
-            setenv("SSMTRADE_WORLD", v[1], 1);
-            setenv("SSMTRADE_LOCAL_RANK", v[2], 1);
-            setenv("SSMTRADE_DIST_ID", hex, 1);
-            setenv("NCCL_NVLS_ENABLE", "0", 1);
-            execv("/proc/self/exe", argv);
-            fprintf(stderr, "ssmtrade train: rank %d: cannot start %s: %s\n", r, argv[0], strerror(errno));
+            execve("/proc/self/exe", argv, envp);
+            static const char msg[] = "ssmtrade train: a rank could not start /proc/self/exe\n";
+            ssize_t w = write(2, msg, sizeof msg - 1);
+            (void)w;
             _exit(127);
         }
+        free_environment(envp);
         if (p < 0) {
             ST_FAIL(ST_ERR_IO, "cannot start rank %d of %d: %s", r, world, strerror(errno));
             rc = 1;

@@ -15,6 +15,11 @@
  *          forward, PPO loss, zero and accumulate the gradients, global norm,
  *          AdamW with the clip folded in, keep the minibatch's loss
  *          statistics and norm in slot k, advance k.      replayed E*M times
+ * With ranks (st_cuda_trainer_init_dist) the collectives run between graph
+ * replays: the rollout's all-gathers (and then its statistics) after post,
+ * and per minibatch the gradient's mean all-reduce between train, which
+ * then ends at the gradient, and a fourth graph, opt (scans of the
+ * gradient, global norm, clip and AdamW, the minibatch's slot).
  * What differs between replays lives in a device control block
  * (cuda/trainer_step_cuda.h), written once per update. The minibatch
  * permutations are the CPU trainer's (Philox MINIBATCH Fisher-Yates, host),

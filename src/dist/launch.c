@@ -43,7 +43,8 @@ int st_rank_from_env(st_rank_env *r, int *is_rank) {
     ST_TRY(env_int("SSMTRADE_RANK", 0, r->world - 1, &r->rank));
     ST_TRY(env_int("SSMTRADE_LOCAL_RANK", 0, 4095, &r->local_rank));
     r->id_hex = getenv("SSMTRADE_DIST_ID");
-    ST_REQUIRE(r->id_hex, ST_ERR_INPUT, "environment variable SSMTRADE_DIST_ID is not set (set by ssmtrade train --gpus)");
+    ST_REQUIRE(r->id_hex, ST_ERR_INPUT,
+               "environment variable SSMTRADE_DIST_ID is not set (set by ssmtrade train --gpus)");
     *is_rank = 1;
     return ST_OK;
 }
@@ -81,7 +82,8 @@ static char **rank_environment(int rank, int world, const char *hex) {
     int ok = 1;
     for (size_t i = 0; ok && i < n; i++) {
         int mine = 0;
-        for (size_t j = 0; j < sizeof ours / sizeof ours[0]; j++) mine |= strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
+        for (size_t j = 0; j < sizeof ours / sizeof ours[0]; j++)
+            mine |= strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
         if (mine) continue;
         ok = (env[k++] = strdup(environ[i])) != NULL;
     }

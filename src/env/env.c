@@ -321,7 +321,8 @@ static double step_one(st_env *e, int b, int target, int *done, st_trade_log *lo
 int st_env_step(st_env *e, const int *actions, const st_env_out *out) {
     for (int b = 0; b < e->B; b++)
         ST_REQUIRE(actions[b] >= 0 && actions[b] <= 2, ST_ERR_INPUT,
-                   "environment: action %d of instance %d is not 0 (short), 1 (flat) or 2 (long)", actions[b], e->b0 + b);
+                   "environment: action %d of instance %d is not 0 (short), 1 (flat) or 2 (long)", actions[b],
+                   e->b0 + b);
     st_trade_log *log = out ? out->log : NULL;
     for (int b = 0; b < e->B; b++) {
         if (!e->active[b]) {

@@ -593,11 +593,14 @@ int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s) {
                 return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU): first non-finite label %s at step %ld",
                                first >= 0 ? tr->labels.l[first].name : "?", h->update);
             if (first < 0)
-                return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU rank %d of %d): nothing non-finite here at step %ld; "
-                               "the first non-finite value appeared on rank %d", t->rank, t->world, h->update, first_rank);
-            return ST_FAIL(ST_ERR_NUMERIC, "NaN/Inf tracer (GPU rank %d of %d): first non-finite label %s at step %ld; "
-                           "the first non-finite value of all ranks appeared on rank %d", t->rank, t->world,
-                           tr->labels.l[first].name, h->update, first_rank);
+                return ST_FAIL(ST_ERR_NUMERIC,
+                               "NaN/Inf tracer (GPU rank %d of %d): nothing non-finite here at step %ld; the first "
+                               "non-finite value appeared on rank %d",
+                               t->rank, t->world, h->update, first_rank);
+            return ST_FAIL(ST_ERR_NUMERIC,
+                           "NaN/Inf tracer (GPU rank %d of %d): first non-finite label %s at step %ld; the first "
+                           "non-finite value of all ranks appeared on rank %d",
+                           t->rank, t->world, tr->labels.l[first].name, h->update, first_rank);
         }
     }
     ST_TRY(collect_stats(t, s));

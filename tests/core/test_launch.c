@@ -50,7 +50,8 @@ static int rank_part(const char *part) {
     if (st_rank_from_env(&r, &is_rank) != ST_OK || !is_rank) return 50;
     if (strcmp(part, "ok") == 0) {
         const char *nvls = getenv("NCCL_NVLS_ENABLE");
-        int good = r.world == 2 && r.local_rank == r.rank && strcmp(r.id_hex, ID) == 0 && nvls && strcmp(nvls, "0") == 0;
+        int good = r.world == 2 && r.local_rank == r.rank && strcmp(r.id_hex, ID) == 0;
+        good = good && nvls && strcmp(nvls, "0") == 0;
         return good ? 0 : 51;
     }
     if (strcmp(part, "killed") == 0) {

@@ -326,8 +326,8 @@ static void against_one_gpu(const st_market *m, int world, int updates) {
         double b2[6] = {sd->loss.loss, sd->loss.value, sd->loss.entropy, sd->grad_norm, sd->mean_reward,
                         sd->explained_var};
         for (int i = 0; i < 6; i++)
-            CHECK(fabs(a[i] - b2[i]) <= 1e-5 * (1 + fabs(a[i])), "statistic %d of the last update: %.9g vs one GPU %.9g",
-                  i, b2[i], a[i]);
+            CHECK(fabs(a[i] - b2[i]) <= 1e-5 * (1 + fabs(a[i])),
+                  "statistic %d of the last update: %.9g vs one GPU %.9g", i, b2[i], a[i]);
         CHECK(sd->episodes == s1.episodes, "episodes %d vs one GPU %d", sd->episodes, s1.episodes);
         free(w1), free(m1), free(v1), free(w0), free(m0), free(v0);
     }
@@ -348,8 +348,9 @@ static void refusals(const st_market *m) {
         st_dist d = {.rank = 0, .world = cases[i].world, .ops = &thread_ops};
         st_cuda_trainer t;
         int rc = st_cuda_trainer_init_dist(&t, &c, m, &d);
-        CHECK(rc == ST_ERR_INPUT && strstr(st_last_error(), cases[i].says), "B %d, %d minibatches, %d ranks: rc %d '%s'",
-              cases[i].B, cases[i].minibatches, cases[i].world, rc, st_last_error());
+        CHECK(rc == ST_ERR_INPUT && strstr(st_last_error(), cases[i].says),
+              "B %d, %d minibatches, %d ranks: rc %d '%s'", cases[i].B, cases[i].minibatches, cases[i].world, rc,
+              st_last_error());
         if (rc == ST_OK) st_cuda_trainer_free(&t);
     }
 }
@@ -394,9 +395,10 @@ static void same_run(const char *what, st_cuda_trainer *a, st_cuda_trainer *b) {
     size_t P = b->host.table.total;
     float *wa = weights_of(a, 0), *wb = weights_of(b, 0);
     double dw = rel_err(wa, wb, P);
-    printf("  %-44s weights %.3e, environments %s\n", what, dw, env_equal(&a->host.env, &b->host.env) ? "same" : "DIFFER");
+    int same_env = env_equal(&a->host.env, &b->host.env);
+    printf("  %-44s weights %.3e, environments %s\n", what, dw, same_env ? "same" : "DIFFER");
     CHECK_PARITY(what, dw, 1e-5);
-    CHECK(env_equal(&a->host.env, &b->host.env), "%s: the environments differ", what);
+    CHECK(same_env, "%s: the environments differ", what);
     CHECK(a->host.update == b->host.update && a->host.env_steps == b->host.env_steps, "%s: counters differ", what);
     free(wa), free(wb);
 }

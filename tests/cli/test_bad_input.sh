@@ -76,6 +76,12 @@ expect "train --updates 0" "--updates 0 must be positive" $T --updates 0
 expect "train --gpus 0" "--gpus 0: expected 1 to 1024" $T --gpus 0
 expect "train --gpus 2 --device cpu" "--gpus 2: multi-GPU training runs on the CUDA backend (--device cuda)" \
     $T --gpus 2
+expect "train --gpus 3 --batch 8 --device cpu" \
+    "--gpus 3: multi-GPU training runs on the CUDA backend (--device cuda)<br>--batch 8 does not split over 3 GPUs: make it a multiple of 3 (each GPU steps B / GPUs environments)<br>2 problems: nothing was started" \
+    $T --gpus 3
+expect "train --gpus 4 --batch 8 --rollout 8 --minibatches 32 --device cpu" \
+    "--gpus 4: multi-GPU training runs on the CUDA backend (--device cuda)<br>the minibatch of 2 windows (--rollout 8 x --batch 8 / --minibatches 32) does not split over 4 GPUs: each GPU trains on minibatch / GPUs windows<br>2 problems: nothing was started" \
+    $T --gpus 4 --minibatches 32
 expect "train --stop-after -1" "--stop-after -1 must be >= 0 (0: run to the end)" $T --stop-after -1
 expect "train --lr 2" "--lr 2 is outside (0, 1)" $T --lr 2
 expect "train --lr nan" "--lr: 'nan' is not a finite number" $T --lr nan

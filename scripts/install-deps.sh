@@ -4,6 +4,7 @@
 #   libopenblas-dev      BLAS for CPU matrix products
 #   libcjson-dev         JSON (config files, safetensors headers)
 #   libomp-dev/libgomp   OpenMP (gcc's libgomp ships with gcc)
+#   openmpi-bin          mpirun, the launcher of multi-host training (tests/cli/test_mpirun.sh)
 # Runs apt-get only when something is missing; needs root for that.
 set -euo pipefail
 need=()
@@ -12,6 +13,7 @@ need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
 if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   SUDO=""

@@ -7,6 +7,8 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "dist/dist.h"
+#include "dist/launch.h"
 #include "model/model.h"
 #include "model/params.h"
 
@@ -16,6 +18,23 @@ static const st_flag flags[] = {
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
 #define N_FLAGS (int)(sizeof flags / sizeof flags[0])
+
+/* This process's place in a multi-GPU run, as text ("rank 1 of 2, local
+ * rank 1, started by mpirun"), or why the variables are wrong; NULL when it
+ * is not a rank. */
+static const char *rank_text(char *buf, size_t n) {
+    st_rank_env r;
+    int is_rank = 0;
+    if (st_rank_from_env(&r, &is_rank) != ST_OK) {
+        snprintf(buf, n, "not a rank: %s", st_last_error());
+        st_clear_error();
+        return buf;
+    }
+    if (!is_rank) return NULL;
+    snprintf(buf, n, "rank %d of %d, local rank %d, started by %s", r.rank, r.world, r.local_rank,
+             r.mpi ? "mpirun" : "ssmtrade train --gpus");
+    return buf;
+}
 
 static void print_json(const st_dims *d, const st_param_table *t, size_t act_bytes) {
     cJSON *root = cJSON_CreateObject();
@@ -40,6 +59,13 @@ static void print_json(const st_dims *d, const st_param_table *t, size_t act_byt
     cJSON_AddNumberToObject(root, "activation_bytes", (double)act_bytes);
     cJSON_AddNumberToObject(root, "cuda_devices", st_cuda_devices());
     cJSON_AddStringToObject(root, "device", st_cuda_describe());
+    cJSON *mg = cJSON_AddObjectToObject(root, "multi_gpu");
+    cJSON_AddBoolToObject(mg, "nccl", st_dist_available());
+    cJSON_AddStringToObject(mg, "library", st_dist_describe());
+    char buf[400];
+    const char *rank = rank_text(buf, sizeof buf);
+    if (rank) cJSON_AddStringToObject(mg, "this_process", rank);
+    else cJSON_AddNullToObject(mg, "this_process");
     char *s = cJSON_Print(root);
     puts(s);
     cJSON_free(s);
@@ -51,7 +77,8 @@ int st_cmd_info(int argc, char **argv) {
     int rc = st_args_parse(argc, argv, flags, N_FLAGS, &a);
     if (rc == ST_OK && a.help) {
         st_args_usage(stdout, "info", "Prints the sizes, the parameter table (name, shape, count), a memory "
-                                      "estimate and the CUDA device (JSON: cuda_devices).", flags, N_FLAGS);
+                                      "estimate, the CUDA device (JSON: cuda_devices) and multi-GPU support (NCCL; the process's rank "
+                                      "under ssmtrade train --gpus or mpirun).", flags, N_FLAGS);
         st_args_free(&a);
         return 0;
     }
@@ -86,6 +113,9 @@ int st_cmd_info(int argc, char **argv) {
         printf("        activations of one forward/backward over B=%d windows of K=%d: %.1f MiB\n", d.B, d.K,
                (double)act * mb);
         printf("device: %s\n", st_cuda_describe());
+        char buf[400];
+        const char *rank = rank_text(buf, sizeof buf);
+        printf("multi-GPU: %s%s%s\n", st_dist_describe(), rank ? "; this process: " : "", rank ? rank : "");
     }
     st_param_table_free(&t);
     st_args_free(&a);

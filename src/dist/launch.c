@@ -15,13 +15,13 @@
 #include "core/error.h"
 #include "dist/dist.h"
 
-static int env_int(const char *name, int lo, int hi, int *out) {
+static int env_int(const char *name, int lo, int hi, int *out, const char *who) {
     const char *v = getenv(name);
     char *end = NULL;
     long x = v ? strtol(v, &end, 10) : 0;
     ST_REQUIRE(v && end != v && *end == 0 && x >= lo && x <= hi, ST_ERR_INPUT,
-               "environment variable %s='%s': expected a whole number in [%d, %d] (set by ssmtrade train --gpus)", name,
-               v ? v : "", lo, hi);
+               "environment variable %s='%s': expected a whole number in [%d, %d] (set by %s)", name, v ? v : "", lo,
+               hi, who);
     *out = (int)x;
     return ST_OK;
 }
@@ -30,18 +30,18 @@ int st_rank_from_env(st_rank_env *r, int *is_rank) {
     memset(r, 0, sizeof *r);
     *is_rank = 0;
     if (!getenv("SSMTRADE_RANK") && getenv("OMPI_COMM_WORLD_RANK")) { /* under OpenMPI's mpirun */
-        ST_TRY(env_int("OMPI_COMM_WORLD_SIZE", 1, 4096, &r->world));
-        ST_TRY(env_int("OMPI_COMM_WORLD_RANK", 0, r->world - 1, &r->rank));
-        ST_TRY(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 4095, &r->local_rank));
+        ST_TRY(env_int("OMPI_COMM_WORLD_SIZE", 1, 4096, &r->world, "mpirun"));
+        ST_TRY(env_int("OMPI_COMM_WORLD_RANK", 0, r->world - 1, &r->rank, "mpirun"));
+        ST_TRY(env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0, 4095, &r->local_rank, "mpirun"));
         r->id_hex = getenv("SSMTRADE_DIST_ID"); /* usually NULL: NCCL_COMM_ID names rank 0's address */
         r->mpi = 1;
         *is_rank = 1;
         return ST_OK;
     }
     if (!getenv("SSMTRADE_RANK")) return ST_OK;
-    ST_TRY(env_int("SSMTRADE_WORLD", 1, 4096, &r->world));
-    ST_TRY(env_int("SSMTRADE_RANK", 0, r->world - 1, &r->rank));
-    ST_TRY(env_int("SSMTRADE_LOCAL_RANK", 0, 4095, &r->local_rank));
+    ST_TRY(env_int("SSMTRADE_WORLD", 1, 4096, &r->world, "ssmtrade train --gpus"));
+    ST_TRY(env_int("SSMTRADE_RANK", 0, r->world - 1, &r->rank, "ssmtrade train --gpus"));
+    ST_TRY(env_int("SSMTRADE_LOCAL_RANK", 0, 4095, &r->local_rank, "ssmtrade train --gpus"));
     r->id_hex = getenv("SSMTRADE_DIST_ID");
     ST_REQUIRE(r->id_hex, ST_ERR_INPUT,
                "environment variable SSMTRADE_DIST_ID is not set (set by ssmtrade train --gpus)");

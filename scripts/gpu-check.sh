@@ -103,7 +103,7 @@ if has sanitize; then
   export SANITIZE_SLOW_TIMEOUT=${SANITIZE_SLOW_TIMEOUT:-600}
   # SANITIZE_PARTS: "PROGRAM:N ...": PROGRAM runs as N processes in parallel,
   # SSMTRADE_TEST_PART=k/N each (its cases k, k+N, ...; tests/test.h)
-  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:4 test_cuda_model:7 test_cuda_dist:4"}
+  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:4 test_cuda_model:7 test_cuda_dist:4 test_cuda_evaluate:4"}
   san_one() {
     tool=$1 t=$2 part=${3:--} n=$(basename "$2")
     # the slow programs get SANITIZE_SLOW_TIMEOUT (the tests' stdout is line-buffered: a timed-out log shows how far it got)

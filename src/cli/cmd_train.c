@@ -488,8 +488,10 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
     int is_rank = 0, gpus = 1;
     st_args_int(a, "gpus", 1, &gpus); /* checked by check_run */
     st_problems_take(problems, st_rank_from_env(&re, &is_rank));
+    if (is_rank && re.world == 1 && gpus == 1) is_rank = 0; /* mpirun -np 1: a plain one-GPU run */
     if (is_rank && re.world != gpus)
-        ST_PROBLEM(problems, "rank %d of %d (SSMTRADE_WORLD) was started with --gpus %d", re.rank, re.world, gpus);
+        ST_PROBLEM(problems, "this process is rank %d of %d (%s) but --gpus is %d: pass --gpus %d", re.rank, re.world,
+                   re.mpi ? "mpirun" : "SSMTRADE_WORLD", gpus, re.world);
     if (problems->n || problems->hidden) {
         st_safetensors_close(&ck);
         return st_problems_report(problems, "train");

@@ -169,16 +169,24 @@ static void test_slow_checkpoint(void) {
     }
 }
 
+/* The checkpoints of update t->update. A rank told that a peer failed
+ * (dist/launch.h) leaves only after the writes. */
 static int save(const st_trainer *t, const char *out, int periodic) {
     char path[1200];
+    int rc = ST_OK;
+    st_rank_defer_peers(1);
     if (periodic) {
         test_slow_checkpoint();
         snprintf(path, sizeof path, "%s/checkpoints/ckpt_%06ld.safetensors", out, t->update);
-        ST_TRY(st_checkpoint_save(path, t));
+        rc = st_checkpoint_save(path, t);
     }
-    test_slow_checkpoint();
-    snprintf(path, sizeof path, "%s/last.safetensors", out);
-    return st_checkpoint_save(path, t);
+    if (rc == ST_OK) {
+        test_slow_checkpoint();
+        snprintf(path, sizeof path, "%s/last.safetensors", out);
+        rc = st_checkpoint_save(path, t);
+    }
+    st_rank_defer_peers(0);
+    return rc;
 }
 
 /* Removes the NAME.tmp.PID files a killed writer left in dir (NAME a
@@ -518,6 +526,7 @@ static int train(const st_args *a, st_train_config *cfg, st_problems *problems) 
                                                                 "port> for every rank (mpirun -x NCCL_COMM_ID=...)");
             re.id_hex = hex;
         }
+        if (rc == ST_OK) st_rank_watch_peers(re.rank, re.world); /* the launcher's word that a peer failed */
         if (rc == ST_OK) rc = st_dist_init(&dist, re.rank, re.world, re.id_hex);
         dist_on = rc == ST_OK;
     }

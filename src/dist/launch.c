@@ -49,6 +49,44 @@ int st_rank_from_env(st_rank_env *r, int *is_rank) {
     return ST_OK;
 }
 
+/* ---- a rank's side: the word that a peer failed ---- */
+
+static volatile sig_atomic_t peer_deferring, peer_lost;
+static char peer_msg[256];
+static size_t peer_msg_len;
+
+static void leave_for_peer(void) {
+    ssize_t w = write(2, peer_msg, peer_msg_len);
+    (void)w;
+    _exit(ST_LAUNCH_PEER_EXIT);
+}
+
+static void on_peer_signal(int sig) {
+    (void)sig;
+    if (peer_deferring) peer_lost = 1;
+    else leave_for_peer();
+}
+
+void st_rank_watch_peers(int rank, int world) {
+    int n = snprintf(peer_msg, sizeof peer_msg,
+                     "ssmtrade train: rank %d of %d: stopping: another rank failed (the launcher says which); the "
+                     "last checkpoint is the one to resume from\n",
+                     rank, world);
+    peer_msg_len = n > 0 && (size_t)n < sizeof peer_msg ? (size_t)n : strlen(peer_msg);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_peer_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(ST_LAUNCH_PEER_SIGNAL, &sa, NULL);
+}
+
+void st_rank_defer_peers(int on) {
+    peer_deferring = on != 0;
+    if (!on && peer_lost) leave_for_peer();
+}
+
+/* ---- the launcher ---- */
+
 static volatile sig_atomic_t forward_sig;
 static void on_signal(int sig) { forward_sig = sig; }
 
@@ -160,7 +198,7 @@ int st_launch_ranks(int world, char **argv, const char *hex) {
     int left = started, failed = -1, user_stop = 0;
     double deadline = 0;
     if (rc) { /* not all started: stop those that did */
-        for (int r = 0; r < started; r++) kill(pid[r], SIGTERM);
+        for (int r = 0; r < started; r++) kill(pid[r], ST_LAUNCH_PEER_SIGNAL);
         deadline = now_s() + ST_LAUNCH_GRACE_S;
         failed = world; /* no rank's status is the answer */
     }
@@ -202,7 +240,7 @@ int st_launch_ranks(int world, char **argv, const char *hex) {
                         (int)p, how, left);
                 fflush(stderr);
                 for (int q = 0; q < world; q++)
-                    if (pid[q] && !done[q]) kill(pid[q], SIGTERM);
+                    if (pid[q] && !done[q]) kill(pid[q], ST_LAUNCH_PEER_SIGNAL);
                 deadline = now_s() + ST_LAUNCH_GRACE_S;
             }
         }

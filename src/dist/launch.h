@@ -6,9 +6,10 @@
  *   SSMTRADE_DIST_ID (the id as hex, dist/dist.h).
  * It stays alive while they run (NCCL's bootstrap root lives in the process
  * that made the id), forwards SIGINT / SIGTERM to them, and when one rank
- * dies or fails it says which and how, sends SIGTERM to the others and
- * SIGKILL to any still alive after ST_LAUNCH_GRACE_S seconds (a rank stuck
- * in a collective with a dead peer never returns on its own): the run
+ * dies or fails it says which and how, sends ST_LAUNCH_PEER_SIGNAL to the
+ * others (a rank stuck in a collective with a dead peer never returns on
+ * its own: st_rank_watch_peers makes it say so and leave at once) and
+ * SIGKILL to any still alive after ST_LAUNCH_GRACE_S seconds: the run
  * stops within seconds and the last checkpoint, written atomically by rank
  * 0, is the one to resume from. Ranks die with the launcher (PDEATHSIG).
  *
@@ -20,7 +21,11 @@
 #ifndef ST_LAUNCH_H
 #define ST_LAUNCH_H
 
+#include <signal.h>
+
 #define ST_LAUNCH_GRACE_S 5
+#define ST_LAUNCH_PEER_SIGNAL SIGUSR1 /* the launcher to the other ranks: a peer failed */
+#define ST_LAUNCH_PEER_EXIT 3         /* a rank's exit status when it leaves for that */
 
 typedef struct {
     int rank, world, local_rank;
@@ -32,6 +37,13 @@ typedef struct {
  * mpirun started (the variables above are set), 0 when they are absent.
  * ST_OK, or ST_ERR_INPUT naming the variable when one is malformed. */
 int st_rank_from_env(st_rank_env *r, int *is_rank);
+
+/* In a rank: on ST_LAUNCH_PEER_SIGNAL, one line on stderr ("rank R of W:
+ * stopping: another rank failed ...") and exit ST_LAUNCH_PEER_EXIT at once
+ * (async-signal-safe: write and _exit), or, between st_rank_defer_peers(1)
+ * and (0) (a checkpoint being written), at the end of that window. */
+void st_rank_watch_peers(int rank, int world);
+void st_rank_defer_peers(int on);
 
 /* Runs `world` ranks of argv (argv[0] .. NULL, this program's arguments)
  * with the NCCL unique id id_hex (st_dist_new_id, made in this process)

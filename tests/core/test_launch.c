@@ -7,11 +7,17 @@
  *           rank, the world, its local rank and the id in its environment,
  *           and NCCL_NVLS_ENABLE=0;
  *   killed  rank 1 kills itself with SIGKILL while rank 0 waits forever (as
- *           a rank stuck in a collective with a dead peer does): the
- *           launcher returns 137 and ends rank 0 (SIGTERM, then SIGKILL
- *           after the grace period: rank 0 ignores SIGTERM here) within
- *           the grace period plus a margin, not never;
- *   fails   rank 0 exits 3 and rank 1 waits (it stops on SIGTERM): 3;
+ *           a rank stuck in a collective with a dead peer does) and
+ *           ignores the launcher's word (ST_LAUNCH_PEER_SIGNAL): the
+ *           launcher returns 137 and ends rank 0 with SIGKILL after the
+ *           grace period, not never;
+ *   peer    the same, but rank 0 listens (st_rank_watch_peers, as a
+ *           training rank does): it says "rank 0 of 2: stopping: another
+ *           rank failed" and leaves at once, well within the grace period;
+ *   defer   the same while rank 0 is inside st_rank_defer_peers (a
+ *           checkpoint being written, 1 s here): it leaves after the
+ *           write, not during it;
+ *   fails   rank 0 exits 3 and rank 1 waits (the word ends it): 3;
  *   stop    the launcher itself gets SIGINT; it forwards it, every rank
  *           exits 130 as a stopped training run does, and the launcher
  *           returns 130 without killing anyone.
@@ -59,7 +65,23 @@ static int rank_part(const char *part) {
             sleep_s(0.3);
             raise(SIGKILL);
         }
-        signal(SIGTERM, SIG_IGN); /* stuck: only SIGKILL ends it */
+        signal(ST_LAUNCH_PEER_SIGNAL, SIG_IGN); /* stuck: only SIGKILL ends it */
+        for (;;) sleep_s(1);
+    }
+    if (strcmp(part, "peer") == 0 || strcmp(part, "defer") == 0) {
+        if (r.rank == 1) {
+            sleep_s(0.3);
+            raise(SIGKILL);
+        }
+        if (!freopen(getenv("TEST_LAUNCH_LOG"), "w", stderr)) return 54; /* the message, for the test */
+        setvbuf(stderr, NULL, _IONBF, 0);
+        st_rank_watch_peers(r.rank, r.world);
+        if (strcmp(part, "defer") == 0) {
+            st_rank_defer_peers(1);
+            sleep_s(1.0); /* a checkpoint being written when the word comes */
+            fputs("write done\n", stderr);
+            st_rank_defer_peers(0);
+        }
         for (;;) sleep_s(1);
     }
     if (strcmp(part, "fails") == 0) {
@@ -86,7 +108,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void one(char **argv, const char *part, int want, double within_s) {
+static void one(char **argv, const char *part, int want, double within_s, double at_least_s) {
     setenv("TEST_LAUNCH_PART", part, 1);
     pid_t me = getpid();
     if (strcmp(part, "stop") == 0 && fork() == 0) { /* a user's Ctrl-C at the launcher, a moment after the start */
@@ -100,6 +122,19 @@ static void one(char **argv, const char *part, int want, double within_s) {
     printf("  %-7s exit %3d in %.2f s (want %d within %.1f s)\n", part, rc, dt, want, within_s);
     CHECK(rc == want, "%s: the launcher returned %d, not %d (%s)", part, rc, want, st_last_error());
     CHECK(dt < within_s, "%s: the launcher took %.2f s (more than %.1f s)", part, dt, within_s);
+    CHECK(dt >= at_least_s, "%s: the launcher took %.2f s (less than %.1f s)", part, dt, at_least_s);
+}
+
+/* The log rank 0 of the peer / defer parts wrote: want each line, in order. */
+static void log_has(const char *path, const char *part, const char *first, const char *second) {
+    FILE *f = fopen(path, "r");
+    char text[2048] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = 0;
+    if (f) fclose(f);
+    const char *a = strstr(text, first), *b = second ? strstr(text, second) : NULL;
+    CHECK(a && (!second || (b && b > a)), "%s: rank 0 wrote '%s', not '%s'%s%s", part, text, first,
+          second ? " then " : "", second ? second : "");
 }
 
 static void env_refusals(void) {
@@ -141,10 +176,19 @@ int main(int argc, char **argv) {
     if (getenv("SSMTRADE_RANK") && getenv("TEST_LAUNCH_PART")) return rank_part(getenv("TEST_LAUNCH_PART"));
     setvbuf(stdout, NULL, _IOLBF, 0);
     unsetenv("SSMTRADE_RANK");
-    one(argv, "ok", 0, 10);
-    one(argv, "killed", 128 + SIGKILL, ST_LAUNCH_GRACE_S + 4);
-    one(argv, "fails", 3, 4);
-    one(argv, "stop", 130, 6);
+    char log[64];
+    snprintf(log, sizeof log, "/tmp/st_launch_%d.log", (int)getpid());
+    setenv("TEST_LAUNCH_LOG", log, 1);
+    const char *said = "rank 0 of 2: stopping: another rank failed";
+    one(argv, "ok", 0, 10, 0);
+    one(argv, "killed", 128 + SIGKILL, ST_LAUNCH_GRACE_S + 4, ST_LAUNCH_GRACE_S);
+    one(argv, "peer", 128 + SIGKILL, 3, 0);
+    log_has(log, "peer", said, NULL);
+    one(argv, "defer", 128 + SIGKILL, 4, 1.0);
+    log_has(log, "defer", "write done", said);
+    one(argv, "fails", 3, 4, 0);
+    one(argv, "stop", 130, 6, 0);
+    remove(log);
     unsetenv("TEST_LAUNCH_PART");
     env_refusals();
     TEST_MAIN_END();

@@ -98,21 +98,14 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
     printf("  %7s %5s %9s %9s %9s %12s\n", "envs", "prec", "median us", "p10 us", "p90 us", "env steps/s");
     fflush(stdout);
     int failed = 0;
-    st_param_table table;
-    memset(&table, 0, sizeof table);
-    st_cuda_features feat;
-    memset(&feat, 0, sizeof feat);
-    float *w0 = NULL, *wd = NULL,
-          *gd = NULL; /* gd: the model binds a gradient buffer; the action step never writes it */
-    cudaStream_t s = NULL;
-    int rc = st_param_table_build(d, &table);
-    if (rc == ST_OK) rc = (w0 = malloc(sizeof(float) * table.total)) ? ST_OK : ST_FAIL(ST_ERR_MEMORY, "no memory");
-    if (rc == ST_OK) st_params_init_f32(&table, o->seed, w0);
-    if (rc == ST_OK) rc = CUS(cudaMalloc((void **)&wd, sizeof(float) * table.total));
-    if (rc == ST_OK) rc = CUS(cudaMalloc((void **)&gd, sizeof(float) * table.total));
-    if (rc == ST_OK) rc = st_bench_upload(wd, w0, sizeof(float) * table.total);
-    if (rc == ST_OK) rc = st_cuda_features_upload(o->market, &feat);
-    if (rc == ST_OK) rc = CUS(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    st_bench_setup su;
+    float *wd = NULL, *gd = NULL; /* gd: the model binds a gradient buffer; the action step never writes it */
+    int rc = st_bench_setup_init(&su, o, 1);
+    cudaStream_t s = su.s;
+    size_t P = su.table.total;
+    if (rc == ST_OK) rc = CUS(cudaMalloc((void **)&wd, sizeof(float) * P));
+    if (rc == ST_OK) rc = CUS(cudaMalloc((void **)&gd, sizeof(float) * P));
+    if (rc == ST_OK) rc = st_bench_upload(wd, su.w0, sizeof(float) * P);
     if (rc == ST_OK) rc = st_bench_settle();
     if (rc != ST_OK) {
         st_bench_record_error(cJSON_AddObjectToObject(out, "act_setup"), "act setup");
@@ -128,13 +121,13 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
             /* fresh environments per precision: both start from the same state */
             env_bench b;
             memset(&b, 0, sizeof b);
-            b.d = d, b.feat = &feat, b.seed = o->seed;
+            b.d = d, b.feat = &su.feat, b.seed = o->seed;
             int r = env_setup(&b, o, n, s);
             if (r == ST_OK) r = PALLOC(&b.pool, b.action, n);
             if (r == ST_OK) r = PALLOC(&b.pool, b.logp, n);
             if (r == ST_OK) r = PALLOC(&b.pool, b.logits, (size_t)n * d->A);
             if (r == ST_OK) r = PALLOC(&b.pool, b.value, n);
-            if (r == ST_OK) r = st_cuda_model_init(&b.model, d, &table, n, wd, gd);
+            if (r == ST_OK) r = st_cuda_model_init(&b.model, d, &su.table, n, wd, gd);
             if (r == ST_OK) b.model_ok = 1, b.model.stream = (void *)s;
             st_bench_times tm;
             st_cuda_set_matmul_precision((st_matmul_precision)p);
@@ -156,12 +149,9 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
             env_bench_free(&b);
         }
     }
-    if (s) cudaStreamDestroy(s);
-    if (feat.data || feat.inst) st_cuda_features_free(&feat);
     if (wd) cudaFree(wd);
     if (gd) cudaFree(gd);
-    free(w0);
-    st_param_table_free(&table);
+    st_bench_setup_free(&su);
     return failed;
 }
 
@@ -186,14 +176,12 @@ int st_bench_envwin(const st_bench_opts *o, cJSON *out) {
     printf("  %-22s %9s %9s %9s %12s %10s\n", "what", "median us", "p10 us", "p90 us", "env steps/s", "window GB/s");
     fflush(stdout);
     int failed = 0;
-    st_cuda_features feat;
-    memset(&feat, 0, sizeof feat);
+    st_bench_setup su;
+    int rc = st_bench_setup_init(&su, o, 0);
+    cudaStream_t s = su.s;
     env_bench b;
     memset(&b, 0, sizeof b);
-    b.d = d, b.feat = &feat, b.seed = o->seed;
-    cudaStream_t s = NULL;
-    int rc = st_cuda_features_upload(o->market, &feat);
-    if (rc == ST_OK) rc = CUS(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    b.d = d, b.feat = &su.feat, b.seed = o->seed;
     if (rc == ST_OK) rc = env_setup(&b, o, n, s);
     int *ha = malloc(sizeof(int) * (size_t)n);
     if (rc == ST_OK && !ha) rc = ST_FAIL(ST_ERR_MEMORY, "out of host memory for the actions");
@@ -238,8 +226,7 @@ int st_bench_envwin(const st_bench_opts *o, cJSON *out) {
         }
     }
     env_bench_free(&b);
-    if (s) cudaStreamDestroy(s);
-    if (feat.data || feat.inst) st_cuda_features_free(&feat);
+    st_bench_setup_free(&su);
     return failed;
 }
 

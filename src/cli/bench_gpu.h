@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "cli/bench.h"
+#include "cuda/window_cuda.h"
+#include "model/params.h"
 
 /* ---- checked CUDA calls: ST_OK, or ST_ERR_DEVICE naming the call --------- */
 int st_bench_cu_status(cudaError_t e, const char *what, const char *file, int line);
@@ -43,6 +45,20 @@ void st_bench_pool_free(st_bench_pool *pl);
  * setup ends with st_bench_settle() before work is enqueued on them. */
 int st_bench_upload(void *dst, const void *src, size_t bytes);
 int st_bench_settle(void); /* cudaDeviceSynchronize, checked */
+
+/* ---- what a measurement's setup shares ----------------------------------- */
+/* The market's features on the device, a non-blocking stream and, with
+ * `weights`, the parameter table of o->d and its initial weights from
+ * o->seed on the host (w0); settled (st_bench_settle) at the end. On
+ * failure what was made is kept for st_bench_setup_free. */
+typedef struct {
+    st_param_table table;
+    float *w0;
+    st_cuda_features feat;
+    cudaStream_t s;
+} st_bench_setup;
+int st_bench_setup_init(st_bench_setup *b, const st_bench_opts *o, int weights);
+void st_bench_setup_free(st_bench_setup *b);
 
 /* ---- timing -------------------------------------------------------------- */
 /* Enqueues run i of a measurement on stream s. */

@@ -82,6 +82,31 @@ int st_bench_upload(void *dst, const void *src, size_t bytes) {
 
 int st_bench_settle(void) { return CUS(cudaDeviceSynchronize()); }
 
+/* ---- what a measurement's setup shares ------------------------------------ */
+
+int st_bench_setup_init(st_bench_setup *b, const st_bench_opts *o, int weights) {
+    memset(b, 0, sizeof *b);
+    int rc = ST_OK;
+    if (weights) {
+        rc = st_param_table_build(&o->d, &b->table);
+        if (rc == ST_OK)
+            rc = (b->w0 = malloc(sizeof(float) * b->table.total)) ? ST_OK : ST_FAIL(ST_ERR_MEMORY, "no memory");
+        if (rc == ST_OK) st_params_init_f32(&b->table, o->seed, b->w0);
+    }
+    if (rc == ST_OK) rc = st_cuda_features_upload(o->market, &b->feat);
+    if (rc == ST_OK) rc = CUS(cudaStreamCreateWithFlags(&b->s, cudaStreamNonBlocking));
+    if (rc == ST_OK) rc = st_bench_settle();
+    return rc;
+}
+
+void st_bench_setup_free(st_bench_setup *b) {
+    if (b->s) cudaStreamDestroy(b->s);
+    if (b->feat.data || b->feat.inst) st_cuda_features_free(&b->feat);
+    free(b->w0);
+    st_param_table_free(&b->table);
+    memset(b, 0, sizeof *b);
+}
+
 /* ---- timing ------------------------------------------------------------- */
 
 /* warmup untimed runs, then `repeats` runs each between two events. */

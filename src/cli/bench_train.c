@@ -174,20 +174,14 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
     int failed = 0;
     st_train_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    st_param_table table;
-    memset(&table, 0, sizeof table);
-    st_cuda_features feat;
-    memset(&feat, 0, sizeof feat);
-    float *w0 = NULL;
-    cudaStream_t s = NULL;
+    st_bench_setup su;
+    memset(&su, 0, sizeof su);
     int rc = st_train_config_default(&cfg, o->preset);
     if (rc == ST_OK) cfg.dims = *d;
-    if (rc == ST_OK) rc = st_param_table_build(d, &table);
-    if (rc == ST_OK) rc = (w0 = malloc(sizeof(float) * table.total)) ? ST_OK : ST_FAIL(ST_ERR_MEMORY, "no memory");
-    if (rc == ST_OK) st_params_init_f32(&table, o->seed, w0);
-    if (rc == ST_OK) rc = st_cuda_features_upload(o->market, &feat);
-    if (rc == ST_OK) rc = CUS(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    if (rc == ST_OK) rc = st_bench_settle();
+    if (rc == ST_OK) rc = st_bench_setup_init(&su, o, 1);
+    const st_param_table *table = &su.table;
+    const float *w0 = su.w0;
+    cudaStream_t s = su.s;
     if (rc != ST_OK) {
         st_bench_record_error(cJSON_AddObjectToObject(out, "train_setup"), "train setup");
         failed++;
@@ -196,15 +190,15 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
         int n = o->windows.v[i];
         train_bench t;
         memset(&t, 0, sizeof t);
-        t.d = d, t.sets = o->sets, t.P = table.total, t.feat = &feat;
+        t.d = d, t.sets = o->sets, t.P = table->total, t.feat = &su.feat;
         t.hp = (st_adamw_hparams){cfg.lr, cfg.beta1, cfg.beta2, cfg.adam_eps, cfg.weight_decay};
         t.pc = (st_ppo_coefs){cfg.clip, cfg.value_clip, cfg.vf_coef, cfg.ent_coef};
         t.max_norm = cfg.max_grad_norm;
         size_t free0 = st_bench_mem_free();
-        int r = train_setup(&t, o, &table, n, s);
+        int r = train_setup(&t, o, table, n, s);
         char setup_error[512] = "";
         if (r != ST_OK) snprintf(setup_error, sizeof setup_error, "%s", st_last_error());
-        st_bench_cost cost = st_bench_train_cost(d, n, table.total);
+        st_bench_cost cost = st_bench_train_cost(d, n, table->total);
         double held =
             (double)t.pool.bytes + (double)(t.model_ok ? t.model.arena_bytes : 0) + st_bench_features_bytes(o->market);
         for (int k = 0; k < o->precision.n; k++) {
@@ -250,10 +244,7 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
         train_free(&t);
         (void)cudaGetLastError();
     }
-    if (s) cudaStreamDestroy(s);
-    if (feat.data || feat.inst) st_cuda_features_free(&feat);
-    free(w0);
-    st_param_table_free(&table);
+    st_bench_setup_free(&su);
     st_train_config_free(&cfg);
     return failed;
 }

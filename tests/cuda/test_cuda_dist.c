@@ -189,18 +189,22 @@ typedef struct {
     int traced;
 } rank_run;
 
+/* Checkpoint `path` into t's host side, then to the device (a rank: its slice). */
+static int restore_from(st_cuda_trainer *t, const char *path) {
+    st_safetensors f;
+    int rc = st_safetensors_open(path, &f);
+    if (rc == ST_OK) rc = st_checkpoint_restore(&f, &t->host);
+    if (rc == ST_OK) rc = st_cuda_trainer_push_host(t);
+    st_safetensors_close(&f);
+    return rc;
+}
+
 static void *rank_main(void *arg) {
     rank_run *r = arg;
     pthread_mutex_lock(&r->w->gpu);
     r->d = (st_dist){.rank = r->me.rank, .world = r->w->world, .ops = &thread_ops, .ctx = &r->me};
     int rc = r->init_rc = st_cuda_trainer_init_dist(&r->t, &r->c, r->m, &r->d);
-    if (rc == ST_OK && r->restore) {
-        st_safetensors f;
-        rc = st_safetensors_open(r->restore, &f);
-        if (rc == ST_OK) rc = st_checkpoint_restore(&f, &r->t.host);
-        if (rc == ST_OK) rc = st_cuda_trainer_push_host(&r->t); /* this rank's slice */
-        st_safetensors_close(&f);
-    }
+    if (rc == ST_OK && r->restore) rc = restore_from(&r->t, r->restore); /* this rank's slice */
     if (rc == ST_OK && r->inject_rank >= 0) {
         st_label_sizes z;
         st_cuda_trainer_label_sizes(&r->t, &z);
@@ -376,13 +380,7 @@ static void tracer(const st_market *m) {
 static int one_gpu(const st_market *m, const st_train_config *c, int n, const char *restore, const char *save,
                    st_cuda_trainer *t) {
     int rc = st_cuda_trainer_init(t, c, m);
-    if (rc == ST_OK && restore) {
-        st_safetensors f;
-        rc = st_safetensors_open(restore, &f);
-        if (rc == ST_OK) rc = st_checkpoint_restore(&f, &t->host);
-        if (rc == ST_OK) rc = st_cuda_trainer_push_host(t);
-        st_safetensors_close(&f);
-    }
+    if (rc == ST_OK && restore) rc = restore_from(t, restore);
     st_update_stats s;
     for (int u = 0; rc == ST_OK && u < n; u++) rc = st_cuda_trainer_update(t, &s);
     if (rc == ST_OK) rc = st_cuda_trainer_sync_host(t);

@@ -33,6 +33,10 @@
 struct st_vsn_weights_f32;
 struct st_vsn_grads_f32;
 
+/* The largest Dv the GPU kernels take (a warp holds a variable's Dv values
+ * in registers, 8 a lane); the CPU op has no limit. */
+#define ST_CUDA_VSN_MAX_DV 256
+
 size_t st_cuda_vsn_saved_count(int rows, int F, int C, int Dv);
 size_t st_cuda_vsn_work_count(int rows, int F, int C, int Dv);
 

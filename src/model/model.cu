@@ -196,6 +196,10 @@ extern "C" int st_cuda_model_init(st_cuda_model *m, const st_dims *d, const st_p
     memset(m, 0, sizeof *m);
     ST_TRY(st_dims_validate(d));
     ST_REQUIRE(max_windows > 0, ST_ERR_INPUT, "the GPU model needs room for at least one window");
+    ST_REQUIRE(d->Dv <= ST_CUDA_VSN_MAX_DV, ST_ERR_INPUT,
+               "--vsn-hidden %d: the GPU backend takes at most %d (its VSN kernels hold a variable's values in "
+               "registers); use a smaller one or --device cpu",
+               d->Dv, ST_CUDA_VSN_MAX_DV);
     m->d = *d;
     m->max_windows = max_windows;
     m->table = t;

@@ -9,11 +9,17 @@
  * s and c are read through their own row strides only (the regression of
  * DESIGN section 1: the window's rows are F+C wide, never F).
  *
+ * E is never stored, forward or backward: the embedding is folded into
+ * the three linears that read it (the per-variable fc1, the selection
+ * GRN's fc1 and skip; cuda/vsn_fold_cuda.h), so those read s itself and
+ * their parameter gradients, and the embedding's, come from small
+ * reductions over s (model/vsn_fold.cu).
+ *
  * Every matrix product runs through cuBLAS (cuda/linear_cuda.h, in its
  * precision): the selection GRN's linears, and the F stacked per-variable
  * GRNs as strided-batched products over the variables. The rest are plain
  * kernels, each reading and writing rows contiguously: one thread per
- * element (embedding, bias + activation, gates), a warp per (row,
+ * element (the rank-one fc1, activations, gates), a warp per (row,
  * variable) for the per-variable norms and their backward (the lanes walk
  * the Dv values, shuffles sum them), a warp per row for the softmax
  * backward, a thread per row for the selection GRN's norm and softmax.
@@ -35,16 +41,19 @@
  * 8,192 windows of the default preset) live in `work`, the scratch that
  * the model shares with every other op: the backward recomputes them (the
  * forward's own calls on the same buffers, so the same bits) before it
- * needs them. `work` holds E, h1, h2 [rows, P], glu [rows, 2P], x [rows,
+ * needs them. `work` holds dx, h1, h2 [rows, P], glu [rows, 2P], x [rows,
  * P], then mean, rstd, dlog (the forward's logits), dxs [rows, F], dgls
- * [rows, 2F], dh2s, dh1s [rows, Hs]: 6P + 6F + 2Hs a row, which is what
- * the backward needed before plus the 2F statistics, since the backward
- * reuses the P-wide slots as their contents die (var_backward says how). */
+ * [rows, 2F], dh2s, dh1s [rows, Hs], s (a contiguous copy of the
+ * caller's, so that no product depends on its stride) [rows, F]: 6P + 7F
+ * + 2Hs a row (the backward
+ * reuses the P-wide slots as their contents die: var_backward says how),
+ * and the folds (a few F x P values). */
 #include "cuda/check.h"
 
 extern "C" {
 #include "cuda/linear_cuda.h"
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_fold_cuda.h"
 #include "model/vsn.h"
 }
 
@@ -81,25 +90,30 @@ static vsn_saved saved_at(float *base, int rows, int F, int Dv) {
 }
 
 /* The per-variable GRNs' activations, made by var_forward (in `work`):
- * h1 = ELU(fc1 e), h2 = fc2 h1, glu = [g1; sigma(g2)] [rows, 2P], x = e +
+ * h1 = ELU(fc1 e), h2 = fc2 h1 less fc2's bias (folded into the glu's),
+ * glu = [g1; sigma(g2)] [rows, 2P], x = e +
  * g1 sigma(g2) (the norms' input) and its statistics mean, rstd [rows, F]. */
 struct vsn_var {
     float *h1, *h2, *glu, *x, *mean, *rstd;
 };
 
-/* Device pointers into `work`: E and the GRNs' activations (their slots
- * are reused by the backward), then the small buffers. */
+/* Device pointers into `work`: dx (the per-variable skips' gradient, made
+ * by the backward) and the GRNs' activations (their slots are reused by
+ * the backward), the small per-row buffers, then the folded weights and
+ * the backward's reductions (cuda/vsn_fold_cuda.h; sizes F and Dv only). */
 struct vsn_work {
-    float *E;
+    float *dx;
     vsn_var a;
-    float *dlog, *dxs, *dgls, *dh2s, *dh1s;
+    float *dlog, *dxs, *dgls, *dh2s, *dh1s, *s;
+    st_vsn_fold fo;
+    st_vsn_fold_grads fr;
     size_t total;
 };
 
 static vsn_work work_at(float *base, int rows, int F, int Dv) {
     size_t R = (size_t)rows, P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv), o = 0;
     vsn_work l;
-    VSN_TAKE(E, R * P);
+    VSN_TAKE(dx, R * P);
     VSN_TAKE(a.h1, R * P);
     VSN_TAKE(a.h2, R * P);
     VSN_TAKE(a.glu, R * 2 * P);
@@ -111,7 +125,12 @@ static vsn_work work_at(float *base, int rows, int F, int Dv) {
     VSN_TAKE(dgls, R * 2 * F);
     VSN_TAKE(dh2s, R * Hs);
     VSN_TAKE(dh1s, R * Hs);
+    VSN_TAKE(s, R * F);
 #undef VSN_TAKE
+    l.fo = st_vsn_fold_at(base ? base + o : NULL, F, Dv);
+    o += st_vsn_fold_count(F, Dv);
+    l.fr = st_vsn_fold_grads_at(base ? base + o : NULL, F, Dv);
+    o += st_vsn_fold_grads_count(F, Dv);
     l.total = o;
     return l;
 }
@@ -159,20 +178,13 @@ static int launch_n(size_t n, cudaStream_t st, void (*kernel)(Params...), Args..
 
 /* ---- generic kernels ---------------------------------------------------- */
 
-/* E[r, j*Dv+k] = s[r, j] * ew[j, k] + eb[j, k]. */
-static __global__ void embed_kernel(int rows, int F, int Dv, const float *s, int s_stride, const float *ew,
-                                    const float *eb, float *E) {
-    const size_t P = (size_t)F * Dv;
-    GRID_LOOP(idx, (size_t)rows * P) {
-        size_t r = idx / P, jk = idx % P, j = jk / (size_t)Dv;
-        E[idx] = s[r * (size_t)s_stride + j] * ew[jk] + eb[jk];
-    }
+/* out[r, 0:n] = x[r, 0:n] (out contiguous). */
+static __global__ void copy_rows_kernel(int rows, int n, const float *x, int x_stride, float *out) {
+    GRID_LOOP(idx, (size_t)rows * n) out[idx] = x[idx / (size_t)n * (size_t)x_stride + idx % (size_t)n];
 }
 
 /* x = ELU(x) over n contiguous values. */
-static __global__ void elu_kernel(size_t n, float *x) {
-    GRID_LOOP(i, n) x[i] = dev_elu(x[i]);
-}
+static __global__ void elu_kernel(size_t n, float *x) { GRID_LOOP(i, n) x[i] = dev_elu(x[i]); }
 
 /* LayerNorm over n per row (one thread a row), statistics in double. */
 static __global__ void layernorm_rows_kernel(int rows, int n, const float *x, int x_stride, const float *w,
@@ -278,15 +290,6 @@ static __global__ void softmax_kernel(int rows, int F, const float *logits, floa
  * values, done by a warp per (row, variable) whose lanes walk k. Every
  * buffer is read and written row-contiguously (coalesced). */
 
-/* x[r, c] = act(x[r, c] + b[c]) over [rows, n] (act: ELU when elu, else
- * the identity). */
-static __global__ void bias_act_kernel(int rows, int n, const float *b, float *x, int elu) {
-    GRID_LOOP(idx, (size_t)rows * n) {
-        float v = x[idx] + b[idx % (size_t)n];
-        x[idx] = elu ? dev_elu(v) : v;
-    }
-}
-
 /* The sum of v over the 32 lanes of a warp, every lane getting it. */
 __device__ static double warp_sum(double v) {
     for (int o = 16; o > 0; o >>= 1)
@@ -297,7 +300,7 @@ __device__ static double warp_sum(double v) {
 /* Warps of the grid, each owning item `it` < n of a grid-stride loop; the
  * whole warp stays in the loop together (its shuffles need every lane). */
 #define WARP_LOOP(it, n)                                                                                               \
-    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (n);                                 \
+    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (n);                                   \
          it += (size_t)gridDim.x * blockDim.x / 32)
 
 /* Launches kernel with a warp per item, n items. */
@@ -311,50 +314,93 @@ static int launch_warps(size_t n, cudaStream_t st, void (*kernel)(Params...), Ar
     return ST_OK;
 }
 
-/* A warp per (row r, variable j) (j fastest): the glu's bias, the gate and
- * the identity skip, x = e + g1 sigma(g2), with gl's second half becoming
- * sigma(g2), and the LayerNorm statistics of x (double sums). */
-static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *E, const float *glu_b, vsn_var a) {
-    const size_t P = (size_t)F * Dv;
+/* A warp per VAR_GATE_ITEMS (row r, variable j) items (j fastest): the
+ * glu's bias, the gate and the identity skip, x = e + g1 sigma(g2) with
+ * e = s_j ew_j + eb_j (made here: E is never stored), gl's second half
+ * becoming sigma(g2), and the LayerNorm statistics of x (double sums, the
+ * variance from the registers). Lane l holds k = l + 32 m, m < KM (Dv <=
+ * 32 KM). The items' loads are issued before any shuffle and their sums
+ * interleaved (one item per warp ran at 1.3 TB/s, 4 at 1.5: bench/NOTES.md
+ * change 7). */
+#define VAR_GATE_ITEMS 4
+template <int KM>
+static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *s, int s_stride, const float *ew,
+                                       const float *eb, const float *glu_b, vsn_var a) {
+    const size_t P = (size_t)F * Dv, n = (size_t)rows * F;
     const int lane = threadIdx.x & 31;
-    WARP_LOOP(it, (size_t)rows * F) {
-        size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
-        float *gl = a.glu + r * 2 * P + 2 * col, *x = a.x + r * P + col;
-        const float *e = E + r * P + col, *gb = glu_b + 2 * col;
-        double sum = 0;
-        for (int k = lane; k < Dv; k += 32) {
-            float g1 = gl[k] + gb[k], sg = dev_sigmoid(gl[Dv + k] + gb[Dv + k]);
-            gl[k] = g1;
-            gl[Dv + k] = sg;
-            float xv = e[k] + g1 * sg;
-            x[k] = xv;
-            sum += xv;
+    const size_t groups = (n + VAR_GATE_ITEMS - 1) / VAR_GATE_ITEMS;
+    for (size_t grp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; grp < groups;
+         grp += (size_t)gridDim.x * blockDim.x / 32) {
+        float xv[VAR_GATE_ITEMS][KM];
+        double sum[VAR_GATE_ITEMS], var[VAR_GATE_ITEMS];
+#pragma unroll
+        for (int u = 0; u < VAR_GATE_ITEMS; u++) {
+            size_t it = grp * VAR_GATE_ITEMS + u;
+            sum[u] = 0;
+            if (it >= n) continue; /* the same for the whole warp */
+            size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
+            float *gl = a.glu + r * 2 * P + 2 * col, *x = a.x + r * P + col;
+            const float sj = s[r * (size_t)s_stride + j], *gb = glu_b + 2 * col;
+#pragma unroll
+            for (int m = 0; m < KM; m++) {
+                int k = lane + 32 * m;
+                xv[u][m] = 0;
+                if (k >= Dv) continue;
+                float g1 = gl[k] + gb[k], sg = dev_sigmoid(gl[Dv + k] + gb[Dv + k]);
+                gl[k] = g1;
+                gl[Dv + k] = sg;
+                xv[u][m] = (sj * ew[col + k] + eb[col + k]) + g1 * sg;
+                x[k] = xv[u][m];
+                sum[u] += xv[u][m];
+            }
         }
-        double mu = warp_sum(sum) / Dv, var = 0;
-        for (int k = lane; k < Dv; k += 32)
-            var += ((double)x[k] - mu) * ((double)x[k] - mu);
-        var = warp_sum(var);
-        if (lane == 0) {
-            a.mean[r * F + j] = (float)mu;
-            a.rstd[r * F + j] = (float)(1.0 / sqrt(var / Dv + VSN_EPS));
+#pragma unroll
+        for (int u = 0; u < VAR_GATE_ITEMS; u++) {
+            sum[u] = warp_sum(sum[u]) / Dv, var[u] = 0;
+#pragma unroll
+            for (int m = 0; m < KM; m++)
+                if (lane + 32 * m < Dv) var[u] += ((double)xv[u][m] - sum[u]) * ((double)xv[u][m] - sum[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < VAR_GATE_ITEMS; u++) {
+            var[u] = warp_sum(var[u]);
+            size_t it = grp * VAR_GATE_ITEMS + u;
+            if (lane == 0 && it < n) {
+                a.mean[it] = (float)sum[u];
+                a.rstd[it] = (float)(1.0 / sqrt(var[u] / Dv + VSN_EPS));
+            }
         }
     }
 }
 
-/* The F GRNs forward from E into a: h1 = ELU(fc1 e), h2 = fc2 h1, gl =
- * glu h2, then var_gate_kernel. The forward's call and the backward's
- * recomputation are this same sequence on the same buffers: the same bits. */
-static int var_forward(int rows, int F, int Dv, const float *E, const vsn_w &w, const vsn_var &a, cudaStream_t st) {
+/* var_gate_kernel at the register width Dv needs (Dv is at most
+ * ST_CUDA_VSN_MAX_DV = 32 * 8 on the GPU: vsn_check_sizes). */
+static int var_gate(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w &w, const float *glu_b,
+                    const vsn_var &a, cudaStream_t st) {
+    size_t items = ((size_t)rows * F + VAR_GATE_ITEMS - 1) / VAR_GATE_ITEMS;
+    if (Dv <= 32)
+        return launch_warps(items, st, var_gate_kernel<1>, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, a);
+    if (Dv <= 64)
+        return launch_warps(items, st, var_gate_kernel<2>, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, a);
+    if (Dv <= 128)
+        return launch_warps(items, st, var_gate_kernel<4>, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, a);
+    return launch_warps(items, st, var_gate_kernel<8>, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, a);
+}
+
+/* The F GRNs forward from s into a: h1 = ELU(fc1 e) = ELU(s_j U_j + V_j)
+ * (the fold), h2 = fc2 h1 without its bias (folded into the glu's: fo.Vg),
+ * gl = glu h2, then var_gate_kernel (which adds that bias). The
+ * forward's call and the backward's recomputation are this same sequence
+ * on the same buffers: the same bits. */
+static int var_forward(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w &w, const st_vsn_fold &fo,
+                       const vsn_var &a, cudaStream_t st) {
     const int P = F * Dv;
     const long long DD = (long long)Dv * Dv;
-    const size_t R = (size_t)rows;
-    ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, E, P, Dv, w.var_fc1_w, Dv, DD, 0.0f, a.h1, P, Dv, F, st));
-    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc1_b, a.h1, 1));
+    ST_TRY(st_cuda_vsn_rank1(rows, F, Dv, s, s_stride, fo.U, fo.V, 1, a.h1, P, st));
     ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, a.h1, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, a.h2, P, Dv, F, st));
-    ST_TRY(launch_n(R * P, st, bias_act_kernel, rows, P, w.var_fc2_b, a.h2, 0));
     ST_TRY(st_cuda_gemm_batched(0, 1, rows, 2 * Dv, Dv, 1.0f, a.h2, P, Dv, w.var_glu_w, Dv, 2 * DD, 0.0f, a.glu, 2 * P,
                                 2 * Dv, F, st));
-    ST_TRY(launch_warps(R * F, st, var_gate_kernel, rows, F, Dv, E, w.var_glu_b, a));
+    ST_TRY(var_gate(rows, F, Dv, s, s_stride, w, fo.Vg, a, st));
     return ST_OK;
 }
 
@@ -403,41 +449,83 @@ static __global__ void dlog_kernel(int rows, int F, int Dv, vsn_w w, vsn_var va,
     }
 }
 
-/* A warp per (row r, variable j) (j fastest): the backward of norm j and
- * the gate from dt_j = alpha_j dv: LayerNorm -> dx, which is dE (the
- * identity skip; written, the fc1 path is added later), dgl = [dx sg;
+/* A warp per VAR_GATE_ITEMS (row r, variable j) items (j fastest; lane l
+ * holds k = l + 32 m, m < KM, as var_gate_kernel): the backward of norm j
+ * and the gate from dt_j = alpha_j dv: LayerNorm -> dx (written to dE: the
+ * gradient of e_j through the identity skip), dgl = [dx sg;
  * dx g1 sg (1 - sg)], and pw = dt xhat (the norm weight's per-row terms).
  * In place: va.glu ([g1; sg]) becomes dgl and va.x becomes pw, each lane
  * reading its own values before it overwrites them. */
+template <int KM>
 static __global__ void var_gate_bwd_kernel(int rows, int F, int Dv, const float *ln_w, vsn_var va, const float *alpha,
                                            const float *dv, int dv_stride, float *dE) {
-    const size_t P = (size_t)F * Dv;
+    const size_t P = (size_t)F * Dv, n = (size_t)rows * F;
     const int lane = threadIdx.x & 31;
-    WARP_LOOP(it, (size_t)rows * F) {
-        size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
-        const float *dvr = dv + r * (size_t)dv_stride, *lw = ln_w + col;
-        float *x = va.x + r * P + col, *gl = va.glu + r * 2 * P + 2 * col;
-        const float mean = va.mean[r * F + j], rs = va.rstd[r * F + j];
-        const double a = alpha[r * F + j];
-        double sg = 0, sgx = 0;
-        for (int k = lane; k < Dv; k += 32) {
-            double gk = a * dvr[k] * lw[k];
-            sg += gk;
-            sgx += gk * xhat_of(x[k], mean, rs);
+    const size_t groups = (n + VAR_GATE_ITEMS - 1) / VAR_GATE_ITEMS;
+    for (size_t grp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; grp < groups;
+         grp += (size_t)gridDim.x * blockDim.x / 32) {
+        float xh[VAR_GATE_ITEMS][KM];
+        double gk[VAR_GATE_ITEMS][KM], sg[VAR_GATE_ITEMS], sgx[VAR_GATE_ITEMS];
+#pragma unroll
+        for (int u = 0; u < VAR_GATE_ITEMS; u++) {
+            size_t it = grp * VAR_GATE_ITEMS + u;
+            sg[u] = 0, sgx[u] = 0;
+            if (it >= n) continue; /* the same for the whole warp */
+            size_t r = it / (size_t)F, col = it % (size_t)F * (size_t)Dv;
+            const float *dvr = dv + r * (size_t)dv_stride, *x = va.x + r * P + col;
+            const float mean = va.mean[it], rs = va.rstd[it];
+            const double a = alpha[it];
+#pragma unroll
+            for (int m = 0; m < KM; m++) {
+                int k = lane + 32 * m;
+                xh[u][m] = 0, gk[u][m] = 0;
+                if (k >= Dv) continue;
+                gk[u][m] = a * dvr[k] * ln_w[col + k];
+                xh[u][m] = xhat_of(x[k], mean, rs);
+                sg[u] += gk[u][m];
+                sgx[u] += gk[u][m] * xh[u][m];
+            }
         }
-        sg = warp_sum(sg) / Dv;
-        sgx = warp_sum(sgx) / Dv;
-        float *dEr = dE + r * P + col;
-        for (int k = lane; k < Dv; k += 32) {
-            float xh = xhat_of(x[k], mean, rs), g1 = gl[k], sgt = gl[Dv + k];
-            double gk = a * dvr[k] * lw[k];
-            float dx = (float)((double)rs * (gk - sg - xh * sgx));
-            dEr[k] = dx;
-            gl[k] = dx * sgt;
-            gl[Dv + k] = dx * g1 * sgt * (1.0f - sgt);
-            x[k] = (float)(a * dvr[k]) * xh;
+#pragma unroll
+        for (int u = 0; u < VAR_GATE_ITEMS; u++) {
+            sg[u] = warp_sum(sg[u]) / Dv;
+            sgx[u] = warp_sum(sgx[u]) / Dv;
+        }
+#pragma unroll
+        for (int u = 0; u < VAR_GATE_ITEMS; u++) {
+            size_t it = grp * VAR_GATE_ITEMS + u;
+            if (it >= n) continue;
+            size_t r = it / (size_t)F, col = it % (size_t)F * (size_t)Dv;
+            const float *dvr = dv + r * (size_t)dv_stride;
+            float *x = va.x + r * P + col, *gl = va.glu + r * 2 * P + 2 * col, *dEr = dE + r * P + col;
+            const float rs = va.rstd[it];
+            const double a = alpha[it];
+#pragma unroll
+            for (int m = 0; m < KM; m++) {
+                int k = lane + 32 * m;
+                if (k >= Dv) continue;
+                float g1 = gl[k], sgt = gl[Dv + k];
+                float dx = (float)((double)rs * (gk[u][m] - sg[u] - xh[u][m] * sgx[u]));
+                dEr[k] = dx;
+                gl[k] = dx * sgt;
+                gl[Dv + k] = dx * g1 * sgt * (1.0f - sgt);
+                x[k] = (float)(a * dvr[k]) * xh[u][m];
+            }
         }
     }
+}
+
+/* var_gate_bwd_kernel at the register width Dv needs (as var_gate). */
+static int var_gate_bwd(int rows, int F, int Dv, const vsn_w &w, const vsn_var &a, const float *alpha, const float *dv,
+                        int dv_stride, float *dE, cudaStream_t st) {
+    size_t items = ((size_t)rows * F + VAR_GATE_ITEMS - 1) / VAR_GATE_ITEMS;
+    if (Dv <= 32)
+        return launch_warps(items, st, var_gate_bwd_kernel<1>, rows, F, Dv, w.var_ln_w, a, alpha, dv, dv_stride, dE);
+    if (Dv <= 64)
+        return launch_warps(items, st, var_gate_bwd_kernel<2>, rows, F, Dv, w.var_ln_w, a, alpha, dv, dv_stride, dE);
+    if (Dv <= 128)
+        return launch_warps(items, st, var_gate_bwd_kernel<4>, rows, F, Dv, w.var_ln_w, a, alpha, dv, dv_stride, dE);
+    return launch_warps(items, st, var_gate_bwd_kernel<8>, rows, F, Dv, w.var_ln_w, a, alpha, dv, dv_stride, dE);
 }
 
 /* d[r, c] *= ELU'(h[r, c]) over [rows, n] (h the ELU's output). */
@@ -445,46 +533,30 @@ static __global__ void elu_bwd_kernel(int rows, int n, const float *h, float *d)
     GRID_LOOP(idx, (size_t)rows * n) d[idx] *= elu_grad_from_out(h[idx]);
 }
 
-/* A warp per (row r, variable j): ds[r, j] = dE[r, j, :] . embed_w[j], and
- * the embedding weight's per-row terms pe[r, j, k] = dE[r, j, k] s[r, j]. */
-static __global__ void embed_bwd_kernel(int rows, int F, int Dv, const float *dE, const float *ew, const float *s,
-                                        int s_stride, float *ds, int ds_stride, float *pe) {
-    const size_t P = (size_t)F * Dv;
-    const int lane = threadIdx.x & 31;
-    WARP_LOOP(it, (size_t)rows * F) {
-        size_t r = it / (size_t)F, j = it % (size_t)F, col = j * (size_t)Dv;
-        const float sj = s[r * (size_t)s_stride + j];
-        double acc = 0;
-        for (int k = lane; k < Dv; k += 32) {
-            float d = dE[r * P + col + k];
-            acc += (double)d * (double)ew[col + k];
-            pe[r * P + col + k] = d * sj;
-        }
-        acc = warp_sum(acc);
-        if (lane == 0 && ds) ds[r * (size_t)ds_stride + j] = (float)acc;
-    }
-}
-
 /* ---- host: forward ------------------------------------------------------- */
 
 static int vsn_check_sizes(int rows, int F, int C, int Dv) {
     ST_REQUIRE(rows >= 0 && F > 0 && C >= 0 && Dv > 0, ST_ERR_INPUT,
                "VSN on the GPU: bad sizes rows=%d F=%d C=%d Dv=%d", rows, F, C, Dv);
+    ST_REQUIRE(Dv <= ST_CUDA_VSN_MAX_DV, ST_ERR_INPUT,
+               "VSN on the GPU: Dv = %d is larger than the %d its kernels hold in registers", Dv, ST_CUDA_VSN_MAX_DV);
     return ST_OK;
 }
 
-/* The selection GRN: E, c -> logits (in work) and alpha. */
-static int sel_forward(int rows, int F, int C, int Dv, const float *c, int c_stride, const vsn_w &w,
-                       const vsn_saved &sv, const vsn_work &wk, float *alpha, int alpha_stride, cudaStream_t st) {
-    const int P = F * Dv, Hs = hidden_sel(F, Dv);
+/* The selection GRN: s, c -> logits (in work) and alpha; its fc1 and skip
+ * read s through the folded weights (wk.fo: F inputs instead of P). */
+static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
+                       const vsn_w &w, const vsn_saved &sv, const vsn_work &wk, float *alpha, int alpha_stride,
+                       cudaStream_t st) {
+    const int Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
     /* fc1 (+ ctx, then ELU), fc2, glu and the skip: cuBLAS products */
-    ST_TRY(st_cuda_linear_forward(rows, P, Hs, wk.E, P, w.sel_fc1_w, w.sel_fc1_b, sv.sel_h1, Hs, st));
+    ST_TRY(st_cuda_linear_forward(rows, F, Hs, s, s_stride, wk.fo.T1, wk.fo.c1, sv.sel_h1, Hs, st));
     if (C > 0) ST_TRY(st_cuda_gemm(0, 1, rows, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 1.0f, sv.sel_h1, Hs, st));
     ST_TRY(launch_n(R * Hs, st, elu_kernel, R * Hs, sv.sel_h1));
     ST_TRY(st_cuda_linear_forward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, w.sel_fc2_b, sv.sel_h2, Hs, st));
     ST_TRY(st_cuda_linear_forward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, w.sel_glu_b, sv.sel_glu, 2 * F, st));
-    ST_TRY(st_cuda_linear_forward(rows, P, F, wk.E, P, w.sel_skip_w, w.sel_skip_b, sv.sel_x, F, st));
+    ST_TRY(st_cuda_linear_forward(rows, F, F, s, s_stride, wk.fo.Tk, wk.fo.ck, sv.sel_x, F, st));
     ST_TRY(launch_n(R * F, st, sel_gate_kernel, rows, F, sv.sel_glu, sv.sel_x));
     ST_TRY(launch_n(R, st, layernorm_rows_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w, w.sel_norm_b,
                     wk.dlog, F, sv.sel_mean, sv.sel_rstd));
@@ -501,9 +573,10 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     const size_t R = (size_t)rows;
     vsn_saved sv = saved_at(saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
-    ST_TRY(launch_n(R * F * Dv, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
-    ST_TRY(sel_forward(rows, F, C, Dv, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
-    ST_TRY(var_forward(rows, F, Dv, wk.E, *w, wk.a, st));
+    ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
+    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
+    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    ST_TRY(var_forward(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
     ST_TRY(launch_n(R * Dv, st, combine_kernel, rows, F, Dv, *w, wk.a, (const float *)sv.alpha, v, v_stride));
     return ST_OK;
 }
@@ -521,12 +594,15 @@ static int grouped_dw(int rows, int groups, int in, int out, const float *dy, in
     return ST_OK;
 }
 
-/* The selection GRN's backward from dlog (in work) and E: its parameter
- * gradients, dE += the skip and fc1 paths, dc (=|+=) the ctx path. */
-static int sel_backward(int rows, int F, int C, int Dv, const float *E, float *dE, const float *c, int c_stride,
+/* The selection GRN's backward from dlog (in work): its parameter
+ * gradients but those of fc1 and the skip, whose reductions over s go to
+ * wk.fr (G, gs, Gk, gk) for st_cuda_vsn_fold_backward; dc (=|+=) the ctx
+ * path. Leaves dxs (the skip's output gradient) and dh1s (fc1's, after the
+ * ELU) in work for ds. */
+static int sel_backward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
                         const vsn_w &w, const vsn_g &g, const vsn_saved &sv, const vsn_work &wk, float *dc,
                         int dc_stride, int dc_accumulate, cudaStream_t st) {
-    const int P = F * Dv, Hs = hidden_sel(F, Dv);
+    const int Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
     ST_TRY(launch_n(R, st, layernorm_dx_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w,
                     (const float *)sv.sel_mean, (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dxs, F));
@@ -537,47 +613,45 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *E, float *d
     ST_TRY(st_cuda_colsum_add(rows, F, wk.dlog, F, g.sel_norm_b, st));
     ST_TRY(
         launch_n(R * F, st, sel_gate_bwd_kernel, rows, F, (const float *)sv.sel_glu, (const float *)wk.dxs, wk.dgls));
-    /* skip: dE += dxs W_skip */
-    ST_TRY(
-        st_cuda_linear_backward(rows, P, F, E, P, w.sel_skip_w, wk.dxs, F, dE, P, 1, g.sel_skip_w, g.sel_skip_b, st));
+    /* skip (folded): Gk = s^T dxs, gk = colsum(dxs) */
+    ST_TRY(st_cuda_gemm(1, 0, F, F, rows, 1.0f, s, s_stride, wk.dxs, F, 0.0f, wk.fr.Gk, F, st));
+    ST_TRY(st_cuda_colsum_add(rows, F, wk.dxs, F, wk.fr.gk, st));
     /* glu: dh2s = dgls W_glu */
     ST_TRY(st_cuda_linear_backward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, wk.dgls, 2 * F, wk.dh2s, Hs, 0,
                                    g.sel_glu_w, g.sel_glu_b, st));
     /* fc2 and the ELU: dh1s = (dh2s W_fc2) ELU'(h1) */
-    ST_TRY(st_cuda_linear_backward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, wk.dh2s, Hs, wk.dh1s, Hs, 0,
-                                   g.sel_fc2_w, g.sel_fc2_b, st));
+    ST_TRY(st_cuda_linear_backward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, wk.dh2s, Hs, wk.dh1s, Hs, 0, g.sel_fc2_w,
+                                   g.sel_fc2_b, st));
     ST_TRY(launch_n(R * Hs, st, elu_bwd_kernel, rows, Hs, (const float *)sv.sel_h1, wk.dh1s));
-    /* fc1: dE += dh1s W_fc1; ctx: dc (=|+=) dh1s W_ctx */
-    ST_TRY(
-        st_cuda_linear_backward(rows, P, Hs, E, P, w.sel_fc1_w, wk.dh1s, Hs, dE, P, 1, g.sel_fc1_w, g.sel_fc1_b, st));
+    /* fc1 (folded): G = s^T dh1s, gs = colsum(dh1s); ctx: dc (=|+=) dh1s W_ctx */
+    ST_TRY(st_cuda_gemm(1, 0, F, Hs, rows, 1.0f, s, s_stride, wk.dh1s, Hs, 0.0f, wk.fr.G, Hs, st));
+    ST_TRY(st_cuda_colsum_add(rows, Hs, wk.dh1s, Hs, wk.fr.gs, st));
     if (C > 0)
-        ST_TRY(st_cuda_linear_backward(rows, C, Hs, c, c_stride, w.sel_ctx_w, wk.dh1s, Hs, dc, dc_stride,
-                                       dc_accumulate, g.sel_ctx_w, (float *)NULL, st));
+        ST_TRY(st_cuda_linear_backward(rows, C, Hs, c, c_stride, w.sel_ctx_w, wk.dh1s, Hs, dc, dc_stride, dc_accumulate,
+                                       g.sel_ctx_w, (float *)NULL, st));
     return ST_OK;
 }
 
 /* The F GRNs backward from dv, alpha and the activations in wk.a (just
- * recomputed; the softmax backward has used them), with E in wk.E: dE (the
- * skip and fc1 paths; the selection GRN's are added later), every
- * parameter gradient of vsn.var. The products are batched over the
- * variables; the weight gradients a product per variable (dW_j += dy_j^T
- * x_j, inner dimension rows), the biases and norm weights column sums.
- * The slots of `work` are reused as their contents die, so that the
- * backward needs no more than the forward's activations:
- *   E   -> dE (E is not read again until fc1's dW: re-embedded there)
- *   glu -> dgl (in place);  x -> pw (in place) -> dh2;  h2 -> dh1;
- *   h1  -> E again (for fc1's dW and the selection GRN's backward).
- * Returns E's new place in *E_out; dE stays in wk.E's slot. */
+ * recomputed; the softmax backward has used them): every parameter
+ * gradient of vsn.var but fc1's, and the reductions Q, Sx, q, X of
+ * wk.fr that give fc1's and the embedding's (st_cuda_vsn_fold_backward).
+ * The products are batched over the variables; the weight gradients a
+ * product per variable (dW_j += dy_j^T x_j, inner dimension rows), the
+ * biases and norm weights column sums. The slots of `work` are reused as
+ * their contents die, so that the backward needs one P-wide slot (dx)
+ * more than the forward's activations:
+ *   glu -> dgl (in place) -> the s-weighted terms of Q and Sx;
+ *   x -> pw (in place) -> dh2;  h2 -> dh1.
+ * Leaves dx and dh1 (at wk.a.h2) in work for ds. */
 static int var_backward(int rows, int F, int Dv, const float *s, int s_stride, const float *dv, int dv_stride,
-                        const vsn_w &w, const vsn_g &g, const vsn_saved &sv, const vsn_work &wk, float **E_out,
-                        cudaStream_t st) {
+                        const vsn_w &w, const vsn_g &g, const vsn_saved &sv, const vsn_work &wk, cudaStream_t st) {
     const int P = F * Dv;
     const long long DD = (long long)Dv * Dv;
     const size_t R = (size_t)rows;
     const vsn_var &a = wk.a;
-    float *dE = wk.E, *dgl = a.glu, *pw = a.x, *dh2 = a.x, *dh1 = a.h2, *E = a.h1;
-    ST_TRY(launch_warps(R * F, st, var_gate_bwd_kernel, rows, F, Dv, w.var_ln_w, a, (const float *)sv.alpha, dv,
-                        dv_stride, dE));
+    float *dgl = a.glu, *pw = a.x, *dh2 = a.x, *dh1 = a.h2, *terms = a.glu;
+    ST_TRY(var_gate_bwd(rows, F, Dv, w, a, (const float *)sv.alpha, dv, dv_stride, wk.dx, st));
     ST_TRY(st_cuda_colsum_add(rows, P, pw, P, g.var_ln_w, st));
     /* ln_b[j, k] += sum_r alpha[r, j] dv[r, k] */
     ST_TRY(st_cuda_gemm(1, 0, F, Dv, rows, 1.0f, sv.alpha, F, dv, dv_stride, 1.0f, g.var_ln_b, Dv, st));
@@ -585,18 +659,17 @@ static int var_backward(int rows, int F, int Dv, const float *s, int s_stride, c
     ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, 2 * Dv, 1.0f, dgl, 2 * P, 2 * Dv, w.var_glu_w, Dv, 2 * DD, 0.0f, dh2, P,
                                 Dv, F, st));
     ST_TRY(grouped_dw(rows, F, Dv, 2 * Dv, dgl, 2 * P, 2 * Dv, a.h2, P, Dv, g.var_glu_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, 2 * P, dgl, 2 * P, g.var_glu_b, st));
+    ST_TRY(st_cuda_colsum_add(rows, 2 * P, dgl, 2 * P, wk.fr.gg, st)); /* glu_b, and glu_w's folded part */
     /* fc2 and the ELU: dh1 = (dh2 W_fc2) ELU'(h1) (over h2, used above) */
     ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, dh2, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, dh1, P, Dv, F, st));
     ST_TRY(launch_n(R * P, st, elu_bwd_kernel, rows, P, (const float *)a.h1, dh1));
     ST_TRY(grouped_dw(rows, F, Dv, Dv, dh2, P, Dv, a.h1, P, Dv, g.var_fc2_w, st));
     ST_TRY(st_cuda_colsum_add(rows, P, dh2, P, g.var_fc2_b, st));
-    /* fc1: dE += dh1 W_fc1; its dW needs E, embedded again over h1 */
-    ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, dh1, P, Dv, w.var_fc1_w, Dv, DD, 1.0f, dE, P, Dv, F, st));
-    ST_TRY(launch_n(R * P, st, embed_kernel, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, E));
-    ST_TRY(grouped_dw(rows, F, Dv, Dv, dh1, P, Dv, E, P, Dv, g.var_fc1_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, P, dh1, P, g.var_fc1_b, st));
-    *E_out = E;
+    /* fc1 and the skips into e_j (folded): Q | Sx = colsum(s_j [dh1 | dx]), q = colsum(dh1), X = colsum(dx) */
+    ST_TRY(st_cuda_vsn_scale2(rows, F, Dv, s, s_stride, dh1, P, wk.dx, P, terms, st));
+    ST_TRY(st_cuda_colsum_add(rows, 2 * P, terms, 2 * P, wk.fr.Q, st));
+    ST_TRY(st_cuda_colsum_add(rows, P, dh1, P, wk.fr.q, st));
+    ST_TRY(st_cuda_colsum_add(rows, P, wk.dx, P, wk.fr.X, st));
     return ST_OK;
 }
 
@@ -608,25 +681,22 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     ST_TRY(vsn_check_sizes(rows, F, C, Dv));
     if (rows == 0) return ST_OK;
     cudaStream_t st = (cudaStream_t)stream;
-    const size_t R = (size_t)rows, P = (size_t)F * Dv;
+    const size_t R = (size_t)rows;
     /* The kernels only read `saved` in the backward. */
     vsn_saved sv = saved_at((float *)saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
-    /* Recompute the per-variable GRNs' activations: the forward's calls. */
-    ST_TRY(launch_n(R * P, st, embed_kernel, rows, F, Dv, s, s_stride, w->embed_w, w->embed_b, wk.E));
-    ST_TRY(var_forward(rows, F, Dv, wk.E, *w, wk.a, st));
+    /* Recompute the folds and the per-variable GRNs' activations: the forward's calls. */
+    ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
+    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
+    ST_TRY(var_forward(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
     ST_TRY(launch_warps(R, st, dlog_kernel, rows, F, Dv, *w, wk.a, (const float *)sv.alpha, dv, dv_stride, dalpha,
                         dalpha_stride, wk.dlog));
-    float *E = NULL, *dE = wk.E;
-    ST_TRY(var_backward(rows, F, Dv, s, s_stride, dv, dv_stride, *w, *g, sv, wk, &E, st));
-    ST_TRY(sel_backward(rows, F, C, Dv, E, dE, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
-    /* ds = dE . embed_w per variable; embed_w += colsum(dE s) (the products in x's slot, free now),
-     * embed_b += colsum(dE) */
-    float *pe = wk.a.x;
-    ST_TRY(launch_warps(R * F, st, embed_bwd_kernel, rows, F, Dv, (const float *)dE, w->embed_w, s, s_stride, ds,
-                        ds_stride, pe));
-    ST_TRY(st_cuda_colsum_add(rows, (int)P, pe, (int)P, g->embed_w, st));
-    ST_TRY(st_cuda_colsum_add(rows, (int)P, dE, (int)P, g->embed_b, st));
+    ST_TRY(st_cuda_vsn_fold_grads_zero(F, Dv, &wk.fr, st));
+    ST_TRY(var_backward(rows, F, Dv, wk.s, F, dv, dv_stride, *w, *g, sv, wk, st));
+    ST_TRY(sel_backward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
+    /* the embedding's, fc1's and the skip's parameter gradients from the reductions; ds */
+    ST_TRY(st_cuda_vsn_fold_backward(F, Dv, w, &wk.fr, g, st));
+    if (ds) ST_TRY(st_cuda_vsn_fold_ds(rows, F, Dv, w, &wk.fo, wk.dx, wk.a.h2, wk.dh1s, wk.dxs, ds, ds_stride, st));
     return ST_OK;
 }
 

@@ -12,8 +12,10 @@
 #             and passes the CPU's learning check), its log in learning.log
 #   sanitize  compute-sanitizer memcheck and racecheck over every GPU test
 #             (SSMTRADE_TEST_QUICK=1 shrinks the long loops; SANITIZE_ONLY:
-#             only the programs it lists; SANITIZE_PARTS: slow programs split
-#             over parallel processes)
+#             only the programs it lists; SANITIZE_TOOLS: memcheck racecheck;
+#             SANITIZE_PARTS: slow programs split over parallel processes;
+#             SANITIZE_BUDGET: seconds for the whole stage, default 480, so
+#             that it ends, and its summary comes back, inside one device call)
 #   profile   per-kernel times (ncu) of one training step and one action step
 #   main      the README's main job on the GPU (SSMTRADE_UPDATES, default 40 here)
 #   bench     bench/gpu-bench.sh (ours vs PyTorch side by side)
@@ -99,26 +101,39 @@ if has sanitize; then
   # Under the tools test_cuda_trainer and test_cuda_evaluate (both tools) and test_cuda_vsn and
   # test_cuda_model (racecheck) ran past 170-240 s on 2026-12-01: SANITIZE_SLOW names them.
   export SSMTRADE_TEST_QUICK=1 CS OUT SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240} OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
+  # Every run stops by SAN_END (a run that starts late gets what is left, none
+  # under 20 s); the per-run logs stay in SAN_LOGS, off $OUT (at most 8 files
+  # come back), and each run's line is added to $OUT/sanitize.txt as it ends.
+  export SAN_END=$(( $(date +%s) + ${SANITIZE_BUDGET:-480} )) SAN_LOGS=/tmp/sanitize_logs
+  rm -rf "$SAN_LOGS" && mkdir -p "$SAN_LOGS"
+  : >"$OUT/sanitize.txt"
   export SANITIZE_SLOW=${SANITIZE_SLOW:-"test_cuda_trainer test_cuda_evaluate test_cuda_vsn test_cuda_model"}
   export SANITIZE_SLOW_TIMEOUT=${SANITIZE_SLOW_TIMEOUT:-600}
   # SANITIZE_PARTS: "PROGRAM:N ...": PROGRAM runs as N processes in parallel,
   # SSMTRADE_TEST_PART=k/N each (its cases k, k+N, ...; tests/test.h)
-  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:4 test_cuda_model:7 test_cuda_dist:4 test_cuda_evaluate:4"}
+  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:6 test_cuda_model:7 test_cuda_dist:4 test_cuda_evaluate:4"}
   san_one() {
     tool=$1 t=$2 part=${3:--} n=$(basename "$2")
     # the slow programs get SANITIZE_SLOW_TIMEOUT (the tests' stdout is line-buffered: a timed-out log shows how far it got)
     lim=$SANITIZE_TIMEOUT
     case " $SANITIZE_SLOW " in *" $n "*) lim=$SANITIZE_SLOW_TIMEOUT ;; esac
-    log="$OUT/san_${tool}_$n${part/\//of}.log"
-    [ "$part" = - ] && log="$OUT/san_${tool}_$n.log"
+    left=$((SAN_END - $(date +%s)))
+    [ "$left" -lt "$lim" ] && lim=$left
+    if [ "$lim" -lt 20 ]; then
+      echo "$tool $n${part/-/}: not run (SANITIZE_BUDGET spent)" | tee -a "$OUT/sanitize.txt"
+      return
+    fi
+    log="$SAN_LOGS/san_${tool}_$n${part/\//of}.log"
+    [ "$part" = - ] && log="$SAN_LOGS/san_${tool}_$n.log"
     if [ "$part" = - ]; then unset SSMTRADE_TEST_PART; else export SSMTRADE_TEST_PART=$part; fi
     timeout "$lim" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$log" 2>&1
     r=$?
     s=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
-    echo "$tool $n${part/-/}: exit $r ${s:-}"
+    res=$(grep -E "passed, [0-9]+ failed" "$log" | tail -1)
+    echo "$tool $n${part/-/}: exit $r (limit ${lim} s) ${res:+$res, }${s:-no summary; last line: $(grep -v '^=====' "$log" | tail -1)}" | tee -a "$OUT/sanitize.txt"
   }
   export -f san_one
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     for t in build-gpu/test_cuda_*; do
       case "$(basename "$t")" in test_cuda_learning|${SANITIZE_SKIP:-none}) continue ;; esac
       # SANITIZE_ONLY: a space-separated list of the programs to run (default: all)
@@ -130,11 +145,10 @@ if has sanitize; then
         echo "$tool $t"
       fi
     done
-  done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'san_one "$0" "$1" "${2:--}"' | tee "$OUT/sanitize.txt"
+  done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'san_one "$0" "$1" "${2:--}"'
   grep -qvE "exit 0 " "$OUT/sanitize.txt" && rc=1
   # the logs in one file (what comes back is limited to a few files)
-  for f in "$OUT"/san_*.log; do echo "==== $f"; tail -40 "$f"; done >"$OUT/sanitize_logs.txt" 2>/dev/null
-  rm -f "$OUT"/san_*.log
+  for f in "$SAN_LOGS"/san_*.log; do echo "==== $f"; tail -40 "$f"; done >"$OUT/sanitize_logs.txt" 2>/dev/null
 fi
 
 if has profile; then

@@ -162,6 +162,13 @@ if has profile; then
       build-gpu/ssmtrade bench --what $what --precision fp32 --repeats 1 --warmup 0 --sets 1 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
     echo "-- ncu: ssmtrade bench --what $what"
     python3 bench/ncu_summary.py "$OUT/ncu.csv" 25 | tee -a "$OUT/profile.txt"
+    # the training step's kernels against their hand-counted floors (bench/kernel_roofline.py)
+    if [ "${what%% *}" = train ]; then
+      ceil=""
+      [ -f "$OUT/ours.json" ] && ceil="--ceilings $OUT/ours.json"
+      # shellcheck disable=SC2086
+      python3 bench/kernel_roofline.py "$OUT/ncu.csv" $ceil | tee -a "$OUT/profile.txt"
+    fi
   done
   rm -f "$OUT/ncu.csv" "$OUT/ncu.err"
 fi

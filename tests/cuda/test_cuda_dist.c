@@ -403,33 +403,35 @@ static void same_run(const char *what, st_cuda_trainer *a, st_cuda_trainer *b) {
 
 static void checkpoints_across_ranks(const st_market *m) {
     printf("4. checkpoints move between rank counts (the one-GPU format)\n");
-    st_train_config c = config(4);
+    /* n straight updates against n/2 + n/2 across a checkpoint (quick: n = 2, for the sanitizers) */
+    const int n = quick() ? 2 : 4, h = n / 2;
+    st_train_config c = config(n);
     char one_ck[64], ranks_ck[64];
     snprintf(one_ck, sizeof one_ck, "/tmp/st_dist_one_%d.safetensors", (int)getpid());
     snprintf(ranks_ck, sizeof ranks_ck, "/tmp/st_dist_ranks_%d.safetensors", (int)getpid());
     st_cuda_trainer straight, half, resumed;
     memset(&half, 0, sizeof half), memset(&resumed, 0, sizeof resumed);
-    int rc = one_gpu(m, &c, 4, NULL, NULL, &straight);
-    CHECK(rc == ST_OK, "4 straight updates on one GPU: %s", st_last_error());
-    if (rc == ST_OK) rc = one_gpu(m, &c, 2, NULL, one_ck, &half);
-    CHECK(rc == ST_OK, "2 updates and a checkpoint on one GPU: %s", st_last_error());
+    int rc = one_gpu(m, &c, n, NULL, NULL, &straight);
+    CHECK(rc == ST_OK, "%d straight updates on one GPU: %s", n, st_last_error());
+    if (rc == ST_OK) rc = one_gpu(m, &c, h, NULL, one_ck, &half);
+    CHECK(rc == ST_OK, "%d updates and a checkpoint on one GPU: %s", h, st_last_error());
     rank_run runs[2];
     memset(runs, 0, sizeof runs);
-    if (rc == ST_OK) { /* one GPU's checkpoint -> 2 ranks, 2 more updates */
-        run_ranks_ck(2, m, &c, 2, runs, -1, NULL, one_ck, NULL);
+    if (rc == ST_OK) { /* one GPU's checkpoint -> 2 ranks, h more updates */
+        run_ranks_ck(2, m, &c, h, runs, -1, NULL, one_ck, NULL);
         CHECK(runs[0].rc == ST_OK && runs[1].rc == ST_OK, "2 ranks from one GPU's checkpoint: %s / %s", runs[0].err,
               runs[1].err);
-        if (runs[0].rc == ST_OK) same_run("1 GPU x 2, then 2 ranks x 2 vs 1 GPU x 4", &runs[0].t, &straight);
+        if (runs[0].rc == ST_OK) same_run("1 GPU x n/2, then 2 ranks x n/2 vs 1 GPU x n", &runs[0].t, &straight);
         for (int r = 0; r < 2; r++) free_run(&runs[r]);
     }
-    if (rc == ST_OK) { /* 2 ranks' checkpoint -> one GPU, 2 more updates */
-        run_ranks_ck(2, m, &c, 2, runs, -1, NULL, NULL, ranks_ck);
+    if (rc == ST_OK) { /* 2 ranks' checkpoint (after h updates) -> one GPU, h more updates */
+        run_ranks_ck(2, m, &c, h, runs, -1, NULL, NULL, ranks_ck);
         CHECK(runs[0].rc == ST_OK && runs[1].rc == ST_OK, "2 ranks and a checkpoint: %s / %s", runs[0].err,
               runs[1].err);
         for (int r = 0; r < 2; r++) free_run(&runs[r]);
-        rc = one_gpu(m, &c, 2, ranks_ck, NULL, &resumed);
+        rc = one_gpu(m, &c, h, ranks_ck, NULL, &resumed);
         CHECK(rc == ST_OK, "one GPU from the ranks' checkpoint: %s", st_last_error());
-        if (rc == ST_OK) same_run("2 ranks x 2, then 1 GPU x 2 vs 1 GPU x 4", &resumed, &straight);
+        if (rc == ST_OK) same_run("2 ranks x n/2, then 1 GPU x n/2 vs 1 GPU x n", &resumed, &straight);
     }
     if (straight.host.table.total) st_cuda_trainer_free(&straight);
     if (half.host.table.total) st_cuda_trainer_free(&half);

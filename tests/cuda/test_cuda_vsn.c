@@ -24,7 +24,8 @@
  * recomputes the per-variable GRNs' activations there (only the selection
  * GRN's state is saved; its size is checked as vsn_cuda.h states it).
  * Sizes: tiny (F=40, C=16, Dv=8), odd (F=37, C=11, Dv=5, K=50), a batch of
- * 64 windows, the default Dv=32, and F < Dv (Hs = F). */
+ * 64 windows, the default Dv=32, F < Dv (Hs = F), and Dv = 48 (the gate
+ * kernels' lanes hold two values each, as for the large preset's 64). */
 #include "model/vsn.h"
 
 #include <stdint.h>
@@ -404,6 +405,7 @@ static void run_all(void) {
     test_case("batch of 64 windows", 64, 32, 40, 16, 8, 0xC0DA03);
     test_case("default Dv=32", 4, 64, 40, 16, 32, 0xC0DA04);
     test_case("F < Dv (Hs = F)", 2, 20, 6, 3, 8, 0xC0DA05);
+    test_case("Dv=48 (two values a lane in the gate kernels)", 2, 32, 12, 5, 48, 0xC0DA06);
     test_bad_sizes();
 }
 #endif

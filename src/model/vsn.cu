@@ -49,6 +49,7 @@
  * reuses the P-wide slots as their contents die: var_backward says how),
  * and the folds (a few F x P values). */
 #include "cuda/check.h"
+#include "cuda/vsn_device.cuh"
 
 extern "C" {
 #include "cuda/linear_cuda.h"
@@ -58,12 +59,9 @@ extern "C" {
 }
 
 #define VSN_THREADS 256
-#define VSN_EPS 1e-5
 
 typedef st_vsn_weights_f32 vsn_w;
 typedef st_vsn_grads_f32 vsn_g;
-
-static int hidden_sel(int F, int Dv) { return Dv < F ? Dv : F; }
 
 /* ---- layouts ------------------------------------------------------------ */
 
@@ -146,24 +144,6 @@ extern "C" size_t st_cuda_vsn_work_count(int rows, int F, int C, int Dv) {
     if (rows <= 0 || F <= 0 || Dv <= 0) return 0;
     return work_at(NULL, rows, F, Dv).total;
 }
-
-/* ---- scalar helpers (as act.h) ------------------------------------------ */
-
-__device__ static float dev_sigmoid(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-__device__ static float dev_elu(float x) { return x > 0 ? x : expm1f(x); }
-/* d ELU(x)/dx given h = ELU(x): 1 where h > 0, else e^x = h + 1. */
-__device__ static float elu_grad_from_out(float h) { return h > 0 ? 1.0f : h + 1.0f; }
-/* xhat of a LayerNorm as vsn.c computes it (rounded to float). */
-__device__ static float xhat_of(float x, float mean, float rstd) {
-    return (float)(((double)x - (double)mean) * (double)rstd);
-}
-
-#define GRID_LOOP(i, n)                                                                                                \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* Launches kernel over n elements (none when n == 0) with grid-stride loops. */
 template <typename... Params, typename... Args>
@@ -289,13 +269,6 @@ static __global__ void softmax_kernel(int rows, int F, const float *logits, floa
  * between them is element-wise, or a reduction over one variable's Dv
  * values, done by a warp per (row, variable) whose lanes walk k. Every
  * buffer is read and written row-contiguously (coalesced). */
-
-/* The sum of v over the 32 lanes of a warp, every lane getting it. */
-__device__ static double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* Warps of the grid, each owning item `it` < n of a grid-stride loop; the
  * whole warp stays in the loop together (its shuffles need every lane). */

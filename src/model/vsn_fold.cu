@@ -5,6 +5,7 @@
  * row-sized kernels here are element-wise (the rank-one fc1, the products
  * with s for the column sums) or a warp per (row, variable) (ds). */
 #include "cuda/check.h"
+#include "cuda/vsn_device.cuh"
 
 extern "C" {
 #include "cuda/vsn_fold_cuda.h"
@@ -12,8 +13,6 @@ extern "C" {
 }
 
 #define FOLD_THREADS 256
-
-static __host__ __device__ int hidden_sel(int F, int Dv) { return Dv < F ? Dv : F; }
 
 #define FOLD_TAKE(field, n) (l.field = base ? base + o : NULL, o += (n))
 
@@ -55,9 +54,6 @@ extern "C" size_t st_vsn_fold_grads_count(int F, int Dv) {
     size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv);
     return (size_t)F * Hs + Hs + (size_t)F * F + F + 6 * P;
 }
-
-#define GRID_LOOP(i, n)                                                                                                \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 static unsigned blocks_for(size_t n) {
     size_t b = (n + FOLD_THREADS - 1) / FOLD_THREADS;
@@ -131,8 +127,6 @@ extern "C" int st_cuda_vsn_fold_grads_zero(int F, int Dv, const st_vsn_fold_grad
 }
 
 /* ---- row-sized kernels ---------------------------------------------------- */
-
-__device__ static float dev_elu(float x) { return x > 0 ? x : expm1f(x); }
 
 /* The row-sized kernels run on a 2-D grid, x over the P columns, y over
  * the rows: no 64-bit division per element (a flat index cut into row and
@@ -266,12 +260,6 @@ extern "C" int st_cuda_vsn_fold_backward(int F, int Dv, const struct st_vsn_weig
     fold_backward_kernel<<<blocks_for(n), FOLD_THREADS, 0, (cudaStream_t)stream>>>(F, Dv, *w, *r, *g);
     ST_CUDA_LAUNCHED();
     return ST_OK;
-}
-
-__device__ static double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 /* A warp per (row r, variable j) (j fastest); the lanes walk k, h and i. */

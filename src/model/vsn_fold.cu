@@ -16,7 +16,8 @@ extern "C" {
 
 #define FOLD_TAKE(field, n) (l.field = base ? base + o : NULL, o += (n))
 
-extern "C" st_vsn_fold st_vsn_fold_at(float *base, int F, int Dv) {
+/* The layouts carve from base (NULL: only count) and say their size in *total. */
+static st_vsn_fold fold_layout(float *base, int F, int Dv, size_t *total) {
     size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv), o = 0;
     st_vsn_fold l;
     FOLD_TAKE(U, P);
@@ -26,10 +27,11 @@ extern "C" st_vsn_fold st_vsn_fold_at(float *base, int F, int Dv) {
     FOLD_TAKE(Tk, (size_t)F * F);
     FOLD_TAKE(ck, (size_t)F);
     FOLD_TAKE(Vg, 2 * P);
+    *total = o;
     return l;
 }
 
-extern "C" st_vsn_fold_grads st_vsn_fold_grads_at(float *base, int F, int Dv) {
+static st_vsn_fold_grads fold_grads_layout(float *base, int F, int Dv, size_t *total) {
     size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv), o = 0;
     st_vsn_fold_grads l;
     FOLD_TAKE(G, (size_t)F * Hs);
@@ -41,18 +43,31 @@ extern "C" st_vsn_fold_grads st_vsn_fold_grads_at(float *base, int F, int Dv) {
     FOLD_TAKE(q, P);
     FOLD_TAKE(X, P);
     FOLD_TAKE(gg, 2 * P);
+    *total = o;
     return l;
 }
 #undef FOLD_TAKE
 
+extern "C" st_vsn_fold st_vsn_fold_at(float *base, int F, int Dv) {
+    size_t total;
+    return fold_layout(base, F, Dv, &total);
+}
+
+extern "C" st_vsn_fold_grads st_vsn_fold_grads_at(float *base, int F, int Dv) {
+    size_t total;
+    return fold_grads_layout(base, F, Dv, &total);
+}
+
 extern "C" size_t st_vsn_fold_count(int F, int Dv) {
-    size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv);
-    return 2 * P + Hs * F + Hs + (size_t)F * F + F + 2 * P;
+    size_t total;
+    fold_layout(NULL, F, Dv, &total);
+    return total;
 }
 
 extern "C" size_t st_vsn_fold_grads_count(int F, int Dv) {
-    size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv);
-    return (size_t)F * Hs + Hs + (size_t)F * F + F + 6 * P;
+    size_t total;
+    fold_grads_layout(NULL, F, Dv, &total);
+    return total;
 }
 
 static unsigned blocks_for(size_t n) {
@@ -188,12 +203,17 @@ extern "C" int st_cuda_vsn_scale2(int rows, int F, int Dv, const float *s, int s
  *   dew[jk]     += Sx[jk] + W1_j[:, k] . Q_j + Wsel1[:, jk] . G[j, :] + Wskip[:, jk] . Gk[j, :]
  *   deb[jk]     += X[jk]  + W1_j[:, k] . q_j + Wsel1[:, jk] . gs      + Wskip[:, jk] . gk
  * then [var_glu_w | var_glu_b]: dWg_j[o, k] += gg[jo] b2[jk];  dbg += gg. */
+/* Gradient values fold_backward_kernel writes (its index space). */
+static __host__ __device__ size_t fold_backward_count(int F, int Dv) {
+    const size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv);
+    return Hs * P + Hs + (size_t)F * P + F + (size_t)F * Dv * Dv + P + 2 * P + (size_t)F * 2 * Dv * Dv + 2 * P;
+}
+
 static __global__ void fold_backward_kernel(int F, int Dv, st_vsn_weights_f32 w, st_vsn_fold_grads r,
                                             st_vsn_grads_f32 g) {
     const int P = F * Dv, Hs = hidden_sel(F, Dv);
-    const size_t nsel = (size_t)Hs * P + Hs, nskip = (size_t)F * P + F, nvar = (size_t)F * Dv * Dv + P;
-    const size_t nglu = (size_t)F * 2 * Dv * Dv + 2 * (size_t)P;
-    const size_t n = nsel + nskip + nvar + 2 * (size_t)P + nglu;
+    const size_t nsel = (size_t)Hs * P + Hs, nskip = (size_t)F * P + F;
+    const size_t nglu = (size_t)F * 2 * Dv * Dv + 2 * (size_t)P, n = fold_backward_count(F, Dv);
     GRID_LOOP(i, n) {
         size_t t = i;
         if (t >= n - nglu) {
@@ -255,9 +275,8 @@ static __global__ void fold_backward_kernel(int F, int Dv, st_vsn_weights_f32 w,
 
 extern "C" int st_cuda_vsn_fold_backward(int F, int Dv, const struct st_vsn_weights_f32 *w, const st_vsn_fold_grads *r,
                                          const struct st_vsn_grads_f32 *g, void *stream) {
-    const size_t P = (size_t)F * Dv, Hs = (size_t)hidden_sel(F, Dv);
-    size_t n = Hs * P + Hs + (size_t)F * P + F + (size_t)F * Dv * Dv + P + 2 * P + (size_t)F * 2 * Dv * Dv + 2 * P;
-    fold_backward_kernel<<<blocks_for(n), FOLD_THREADS, 0, (cudaStream_t)stream>>>(F, Dv, *w, *r, *g);
+    fold_backward_kernel<<<blocks_for(fold_backward_count(F, Dv)), FOLD_THREADS, 0, (cudaStream_t)stream>>>(F, Dv, *w,
+                                                                                                            *r, *g);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -52,13 +52,14 @@ def fmt_ratio(x):
     return "n/a" if x is None else f"{x:.2f}x"
 
 
-def fmt_num(x, unit=""):
+def fmt_num(x, unit="", sep=""):
+    """x with an SI prefix (k, M, G, T) and unit, sep between the number and them."""
     if x is None or not math.isfinite(x):
         return "n/a"
     for scale, suf in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(x) >= scale:
-            return f"{x / scale:.3g}{suf}{unit}"
-    return f"{x:.3g}{unit}"
+            return f"{x / scale:.3g}{sep}{suf}{unit}"
+    return f"{x:.3g}{sep}{unit}".rstrip()
 
 
 def gib(b):

@@ -82,6 +82,8 @@ import re
 import sys
 from collections import defaultdict
 
+from compare import fmt_num  # bench/compare.py: the same SI formatting
+
 DEFAULT_COPY_GBPS = 4257.8  # H200, 2026-12-01: device copy, bytes read + written
 DEFAULT_FP32_TFLOPS = 51.3  # H200, 2026-12-01: cuBLAS sgemm 8192^3, no TF32
 STEP_MARKER = "chunk_backward_kernel"  # once per Mamba2 layer per step
@@ -654,12 +656,7 @@ def graph_median_ms(ours, windows):
 
 
 def fmt_si(x, unit=""):
-    if x is None or not math.isfinite(x):
-        return "n/a"
-    for scale, suf in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {suf}{unit}"
-    return f"{x:.3g} {unit}".rstrip()
+    return fmt_num(x, unit, sep=" ")
 
 
 def fmt(x, spec):

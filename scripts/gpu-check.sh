@@ -14,9 +14,11 @@
 #             (SSMTRADE_TEST_QUICK=1 shrinks the long loops; SANITIZE_ONLY:
 #             only the programs it lists; SANITIZE_TOOLS: memcheck racecheck;
 #             SANITIZE_PARTS: slow programs split over parallel processes;
+#             RACECHECK_FILTER: racecheck's kernel filter, default ours only;
 #             SANITIZE_BUDGET: seconds for the whole stage, default 480, so
 #             that it ends, and its summary comes back, inside one device call)
 #   profile   per-kernel times (ncu) of one training step and one action step
+#             (PROFILE_WHAT, PROFILE_PRECISION: which, see the stage)
 #   main      the README's main job on the GPU (SSMTRADE_UPDATES, default 40 here)
 #   bench     bench/gpu-bench.sh (ours vs PyTorch side by side)
 # Usage on the device: STAGES="build test" bash scripts/gpu-check.sh
@@ -126,12 +128,19 @@ if has sanitize; then
     log="$SAN_LOGS/san_${tool}_$n${part/\//of}.log"
     [ "$part" = - ] && log="$SAN_LOGS/san_${tool}_$n.log"
     if [ "$part" = - ]; then unset SSMTRADE_TEST_PART; else export SSMTRADE_TEST_PART=$part; fi
-    timeout "$lim" "$CS" --tool "$tool" --error-exitcode 99 "$t" >"$log" 2>&1
+    filt=""
+    [ "$tool" = racecheck ] && filt=$RACECHECK_FILTER
+    # shellcheck disable=SC2086
+    timeout "$lim" "$CS" --tool "$tool" $filt --error-exitcode 99 "$t" >"$log" 2>&1
     r=$?
     s=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
     res=$(grep -E "passed, [0-9]+ failed" "$log" | tail -1)
     echo "$tool $n${part/-/}: exit $r (limit ${lim} s) ${res:+$res, }${s:-no summary; last line: $(grep -v '^=====' "$log" | tail -1)}" | tee -a "$OUT/sanitize.txt"
   }
+  # racecheck checks our kernels (every name ends in _kernel) and not
+  # cuBLAS's (their names say cublas): a test under it ran 23 s whole, 3 s so
+  # filtered (H200, 2026-12-01). RACECHECK_FILTER="" checks every kernel.
+  export RACECHECK_FILTER=${RACECHECK_FILTER---kernel-name kns=_kernel --kernel-name-exclude kns=cublas}
   export -f san_one
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     for t in build-gpu/test_cuda_*; do
@@ -156,10 +165,13 @@ if has profile; then
   # Per-kernel times of one eager training step (2,048 windows) and one
   # action step (128 environments) of the default preset, through ncu.
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  for what in "train --windows 2048" "act --envs 128"; do
+  # PROFILE_WHAT: the runs, "|"-separated; PROFILE_PRECISION: fp32 or bf16
+  IFS='|' read -r -a whats <<<"${PROFILE_WHAT:-train --windows 2048|act --envs 128}"
+  for what in "${whats[@]}"; do
     # shellcheck disable=SC2086
     timeout 240 "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count ${NCU_LAUNCHES:-700} \
-      build-gpu/ssmtrade bench --what $what --precision fp32 --repeats 1 --warmup 0 --sets 1 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+      build-gpu/ssmtrade bench --what $what --precision ${PROFILE_PRECISION:-fp32} --repeats 1 --warmup 0 --sets 1 \
+      >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
     echo "-- ncu: ssmtrade bench --what $what"
     python3 bench/ncu_summary.py "$OUT/ncu.csv" 25 | tee -a "$OUT/profile.txt"
     # the training step's kernels against their hand-counted floors (bench/kernel_roofline.py)

@@ -41,4 +41,11 @@ int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G, int N, int
  * way; tests use 0 to check the unstaged path. Process-wide. */
 void st_cuda_ssd_set_staging(int on);
 
+/* Whether the forward runs as one kernel a (window, head) that walks its
+ * chunks in order, the state in registers (1, the default, where the shape
+ * fits: model/ssd_scan.cu), or as the chunk-parallel summary, state pass
+ * and forward kernels (0). The same results either way; tests check both.
+ * Process-wide. */
+void st_cuda_ssd_set_scan(int on);
+
 #endif

@@ -14,7 +14,8 @@
  * Every exponent is a segment sum of a_i taken directly (never a difference
  * of cumulative sums), so it is <= 0 and nothing overflows.
  *
- * Forward, three launches:
+ * Forward, where the shape fits, one kernel a (b, h) that walks the chunks
+ * in order (ssd_scan.cu, st_cuda_ssd_set_scan); otherwise three launches:
  *   1. chunk_summary  (one block per (b, h, chunk)): the chunk's own state
  *      X^T diag(w) B and its total decay e[L-1];
  *   2. state_pass     (a thread per (b, h, state element)): S_in of every
@@ -49,6 +50,7 @@
 extern "C" {
 #include "cuda/ssd_cuda.h"
 }
+#include "cuda/ssd_scan_cuda.h"
 
 /* Threads per block of every kernel; chunk_backward's ordered reduction
  * has one slot per thread, so its launches must use exactly this. */
@@ -721,6 +723,10 @@ extern "C" int st_cuda_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, 
     ssd_work lay = ssd_work_of(Bsz, K, H, P, N, Q);
     size_t optin = 0;
     ST_TRY(smem_optin(&optin));
+    int taken = 0; /* one kernel a (b, h) walking the chunks, where the shape fits (ssd_scan.cu) */
+    ST_TRY(st_cuda_ssd_scan_forward(Bsz, K, H, P, G, N, a.Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm,
+                                    C_stride, Dskip, y, y_stride, optin, stream, &taken));
+    if (taken) return ST_OK;
     a.stage = fwd_smem_bytes(a.Q, P, N, 1) <= optin;
     a.fused = a.stage && a.nc <= SSD_FUSE_MAX_CHUNKS;
     ST_TRY(launch_states(a, lay, work, 0, st));

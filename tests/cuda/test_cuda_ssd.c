@@ -438,6 +438,29 @@ static void test_long_window(int Q) {
     free_result(&oracle), free_result(&g), free_problem(&pb);
 }
 
+/* The scan forward (one kernel a (b, h), ssd_scan.cu) against the
+ * chunk-parallel kernels on the same inputs: they sum in the same order and
+ * round the state where the other rounds it, so y agrees to float rounding
+ * (the bound leaves room only for a different contraction into FMAs). */
+static void test_scan_vs_chunked(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result scan = make_result(&pb), chunked = make_result(&pb);
+    int pad_s = 0, pad_c = 0, ok = gpu_run(&pb, Q, 1, &scan, &pad_s) == ST_OK;
+    st_cuda_ssd_set_scan(0);
+    ok = ok && gpu_run(&pb, Q, 1, &chunked, &pad_c) == ST_OK;
+    st_cuda_ssd_set_scan(1);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        long where;
+        double gv, rv, err = tensor_err(&pb, T_Y, &scan, &chunked, &where, &gv, &rv);
+        printf("%s: scan vs chunk-parallel forward, y rel err %.2e\n", label, err);
+        CHECK(err <= 1e-6, "%s: the scan forward's y differs from the chunk-parallel one by %.2e (element %ld: %.9g vs %.9g)",
+              label, err, where, gv, rv);
+        CHECK(pad_s && pad_c, "%s: a forward wrote into output padding", label);
+    }
+    free_result(&scan), free_result(&chunked), free_problem(&pb);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_ssd_forward_chunked(1, 4, 3, 2, 2, 2, 4, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
@@ -457,6 +480,15 @@ static void run_all(void) {
     test_one("default shape, rows read from global memory", 8, 64, 8, 32, 1, 64, 32, 5000);
     test_grid(8, 24, 2, 10, 2000);
     st_cuda_ssd_set_staging(1);
+    /* the chunk-parallel forward with staged rows (the scan forward is off) */
+    st_cuda_ssd_set_scan(0);
+    test_one("default shape, chunk-parallel forward", 8, 64, 8, 32, 1, 64, 32, 5000);
+    test_grid(8, 24, 2, 10, 2000);
+    test_long_window(16);
+    st_cuda_ssd_set_scan(1);
+    test_scan_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5100);
+    test_scan_vs_chunked("odd shape, K=50 Q=16", 5, 50, 8, 24, 2, 10, 16, 5200);
+    test_scan_vs_chunked("large preset shape", 2, 128, 8, 64, 1, 128, 64, 5300);
     test_long_window(64);
     test_long_window(32);
     test_long_window(16); /* 16 chunks: more than the chunk kernels fuse, so the state pass runs with staging on */

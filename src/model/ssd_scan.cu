@@ -190,21 +190,20 @@ static size_t scan_smem_bytes(int Q, int P, int N) {
 
 template <int SPT> static int scan_launch(const scan_args &a, int Bsz, size_t bytes, cudaStream_t st) {
     if (bytes > 49152)
-        ST_CUDA_TRY(cudaFuncSetAttribute(scan_forward_kernel<SPT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)bytes));
+        ST_CUDA_TRY(
+            cudaFuncSetAttribute(scan_forward_kernel<SPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     scan_forward_kernel<SPT><<<(unsigned)((size_t)Bsz * a.H), SCAN_THREADS, bytes, st>>>(a);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
 
-extern "C" int st_cuda_ssd_scan_forward(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x,
-                                        int x_stride, const float *dt, int dt_stride, const float *A, const float *Bm,
-                                        int B_stride, const float *Cm, int C_stride, const float *Dskip, float *y,
-                                        int y_stride, size_t smem_optin, void *stream, int *taken) {
+extern "C" int st_cuda_ssd_scan_forward(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x, int x_stride,
+                                        const float *dt, int dt_stride, const float *A, const float *Bm, int B_stride,
+                                        const float *Cm, int C_stride, const float *Dskip, float *y, int y_stride,
+                                        size_t smem_optin, void *stream, int *taken) {
     *taken = 0;
     const size_t pn = (size_t)P * (size_t)N, bytes = scan_smem_bytes(Q, P, N);
-    if (!scan_on || pn > (size_t)SCAN_THREADS * 32 || bytes > smem_optin || (size_t)Bsz * H > 0x7fffffffu)
-        return ST_OK;
+    if (!scan_on || pn > (size_t)SCAN_THREADS * 32 || bytes > smem_optin || (size_t)Bsz * H > 0x7fffffffu) return ST_OK;
     scan_args a;
     memset(&a, 0, sizeof a);
     a.K = K, a.H = H, a.P = P, a.G = G, a.N = N, a.Q = Q, a.nc = (K + Q - 1) / Q;

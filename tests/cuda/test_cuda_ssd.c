@@ -454,8 +454,9 @@ static void test_scan_vs_chunked(const char *label, int Bsz, int K, int H, int P
         long where;
         double gv, rv, err = tensor_err(&pb, T_Y, &scan, &chunked, &where, &gv, &rv);
         printf("%s: scan vs chunk-parallel forward, y rel err %.2e\n", label, err);
-        CHECK(err <= 1e-6, "%s: the scan forward's y differs from the chunk-parallel one by %.2e (element %ld: %.9g vs %.9g)",
-              label, err, where, gv, rv);
+        CHECK(err <= 1e-6,
+              "%s: the scan forward's y differs from the chunk-parallel one by %.2e (element %ld: %.9g vs %.9g)", label,
+              err, where, gv, rv);
         CHECK(pad_s && pad_c, "%s: a forward wrote into output padding", label);
     }
     free_result(&scan), free_result(&chunked), free_problem(&pb);

@@ -50,6 +50,7 @@
 extern "C" {
 #include "cuda/ssd_cuda.h"
 }
+#include "cuda/ssd_device.cuh"
 #include "cuda/ssd_scan_cuda.h"
 
 /* Threads per block of every kernel; chunk_backward's ordered reduction
@@ -123,37 +124,12 @@ __device__ static float cb_dot(const ssd_dev_args &a, const ssd_chunk &k, int t,
     return g;
 }
 
-/* sum_{s<i<=t} a_i, summed from t down as ssd.c's decay_row does. */
-__device__ static double segment(const double *ai, int t, int s) {
-    double seg = 0;
-    for (int i = t; i > s; i--)
-        seg += ai[i];
-    return seg;
-}
-
-/* sum_{i<=t} a_i, summed upwards as ssd.c's decay_from_entry does. */
-__device__ static double prefix(const double *ai, int t) {
-    double acc = 0;
-    for (int i = 0; i <= t; i++)
-        acc += ai[i];
-    return acc;
-}
-
 /* a_i = dt_i A and dt_i of the chunk into shared memory. */
 __device__ static void load_decays(const ssd_dev_args &a, const ssd_chunk &k, double *ai, double *dtv) {
     for (int i = threadIdx.x; i < k.L; i += blockDim.x) {
         dtv[i] = (double)k.dt[(size_t)i * a.dt_stride];
         ai[i] = dtv[i] * k.A;
     }
-}
-
-/* Copies `rows` rows of `cols` floats (row stride ld) into dst, row
- * stride cols + 1: the odd stride puts a column's values in different
- * banks, so threads reading down a column (a row each) do not conflict. */
-__device__ static const float *stage_rows(const float *src, int ld, int rows, int cols, float *dst) {
-    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x)
-        dst[(idx / cols) * (cols + 1) + idx % cols] = src[(size_t)(idx / cols) * ld + idx % cols];
-    return dst;
 }
 
 /* With a.stage: the chunk's rows of X and B (and C, dY when asked) into

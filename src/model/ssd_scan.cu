@@ -6,7 +6,8 @@
  *         Y      = M X + diag(e) C S_in^T + D X
  *         S_in  <- e[L-1] S_in + X^T diag(w) B         (not after the last)
  * with Lm, e, w as at the top of ssd.cu (segment sums of a_i = dt_i A taken
- * directly, in double). The chunk-parallel path of ssd.cu launches a
+ * directly, in double; those sums and the row staging are ssd.cu's, in
+ * cuda/ssd_device.cuh). The chunk-parallel path of ssd.cu launches a
  * summary kernel, an optional state pass and a forward kernel over (b, h,
  * chunk) and stages every chunk's B, C rows and states twice; here each is
  * read once, no state goes through global memory, and each thread forms a
@@ -27,6 +28,7 @@
 extern "C" {
 #include "cuda/ssd_cuda.h"
 }
+#include "cuda/ssd_device.cuh"
 #include "cuda/ssd_scan_cuda.h"
 
 #define SCAN_THREADS 256
@@ -38,26 +40,6 @@ struct scan_args {
     float *y;
     int y_stride;
 };
-
-/* sum_{s<i<=t} a_i from t down, and sum_{i<=t} a_i upwards (as ssd.cu). */
-__device__ static double scan_segment(const double *ai, int t, int s) {
-    double seg = 0;
-    for (int i = t; i > s; i--)
-        seg += ai[i];
-    return seg;
-}
-__device__ static double scan_prefix(const double *ai, int t) {
-    double acc = 0;
-    for (int i = 0; i <= t; i++)
-        acc += ai[i];
-    return acc;
-}
-
-/* rows x cols floats from src (row stride ld) to dst at row stride cols + 1 */
-__device__ static void scan_stage(const float *src, int ld, int rows, int cols, float *dst) {
-    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x)
-        dst[(idx / cols) * (cols + 1) + idx % cols] = src[(size_t)(idx / cols) * ld + idx % cols];
-}
 
 /* M's 2 x 2 tiles (rows t, t+1; columns s, s+1) on or below the diagonal;
  * entries above it inside a tile are 0 (Y's loop reads row t at s = t+1
@@ -79,7 +61,7 @@ __device__ static void scan_m(const scan_args &a, int L, const float *Bs, const 
             for (int j = 0; j < 2; j++) {
                 const int t = t0 + i, s = s0 + j;
                 if (t >= L || s >= L) continue;
-                M[t * lm + s] = s <= t ? (float)(g[i][j] * exp(scan_segment(ai, t, s)) * dtv[s]) : 0.0f;
+                M[t * lm + s] = s <= t ? (float)(g[i][j] * exp(segment(ai, t, s)) * dtv[s]) : 0.0f;
             }
     }
 }
@@ -139,9 +121,9 @@ template <int SPT> static __global__ void __launch_bounds__(SCAN_THREADS) scan_f
     for (int c = 0; c < a.nc; c++) {
         const int t0 = c * Q, L = min(Q, a.K - t0);
         const size_t row0 = (size_t)b * a.K + t0;
-        scan_stage(a.Bm + row0 * a.B_stride + (size_t)g * N, a.B_stride, L, N, Bs);
-        scan_stage(a.Cm + row0 * a.C_stride + (size_t)g * N, a.C_stride, L, N, Cs);
-        scan_stage(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, L, P, Xs);
+        stage_rows(a.Bm + row0 * a.B_stride + (size_t)g * N, a.B_stride, L, N, Bs);
+        stage_rows(a.Cm + row0 * a.C_stride + (size_t)g * N, a.C_stride, L, N, Cs);
+        stage_rows(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, L, P, Xs);
         for (int i = threadIdx.x; i < L; i += blockDim.x) {
             dtv[i] = (double)a.dt[(row0 + i) * a.dt_stride + h];
             ai[i] = dtv[i] * A;
@@ -155,8 +137,8 @@ template <int SPT> static __global__ void __launch_bounds__(SCAN_THREADS) scan_f
         }
         __syncthreads();
         for (int i = threadIdx.x; i < L; i += blockDim.x) {
-            e[i] = exp(scan_prefix(ai, i));
-            w[i] = (float)(exp(scan_segment(ai, L - 1, i)) * dtv[i]);
+            e[i] = exp(prefix(ai, i));
+            w[i] = (float)(exp(segment(ai, L - 1, i)) * dtv[i]);
         }
         scan_m(a, L, Bs, Cs, ai, dtv, M);
         __syncthreads();
@@ -165,7 +147,7 @@ template <int SPT> static __global__ void __launch_bounds__(SCAN_THREADS) scan_f
         __syncthreads();
         /* S_in <- e[L-1] S_in + X^T diag(w) B, the decay rounded to float
          * and the chunk's own state summed in float as ssd.cu's summary */
-        const double decay = (double)(float)exp(scan_prefix(ai, L - 1));
+        const double decay = (double)(float)exp(prefix(ai, L - 1));
 #pragma unroll
         for (int j = 0; j < SPT; j++) {
             const int idx = threadIdx.x + j * SCAN_THREADS;

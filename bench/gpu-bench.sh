@@ -20,12 +20,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_ssmtrade}
-# the carried Debian packages of scripts/gpu-check.sh (OpenBLAS, cJSON)
-R=$PWD/.deps/root
-if [ -d "$R" ]; then
-  A=$R/usr/lib/x86_64-linux-gnu
-  export LD_LIBRARY_PATH=$A:$A/openblas-pthread:${LD_LIBRARY_PATH:-}
-fi
+. scripts/device-env.sh "$PWD" # the carried Debian packages (OpenBLAS, cJSON) on LD_LIBRARY_PATH
 export OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 rc=0
 fail() { [ "$rc" = 0 ] && rc=$1; }

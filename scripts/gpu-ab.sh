@@ -39,13 +39,7 @@ fi
 
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-R=$ROOT/.deps/root
-if [ ! -d "$R" ]; then
-  for f in "$ROOT"/.deps/*.deb; do dpkg -x "$f" "$R"; done
-fi
-U=$R/usr
-A=$U/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$A:$A/openblas-pthread:${LD_LIBRARY_PATH:-}
+. "$ROOT/scripts/device-env.sh" "$ROOT" # the carried packages: LD_LIBRARY_PATH, DEPS_CMAKE
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4} OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
 TESTS=${AB_TESTS:-test_cuda_ssd test_cuda_vsn test_cuda_mamba2 test_cuda_model test_cuda_trainer}
 BENCH=${AB_BENCH:---what train,act --windows 2048,8192}
@@ -57,10 +51,8 @@ say() { echo "$*" | tee -a "$OUT/ab.txt"; }
 # every build first, in parallel (the tests and benchmarks then run one at a time: they share the card)
 for v in $VARIANTS; do
   src=$ROOT/variants/$v
-  (cmake -S "$src" -B "$ROOT/build-ab/$v" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$U" \
-    -DCBLAS_INCLUDE_DIR="$U/include/x86_64-linux-gnu/openblas-pthread" \
-    -DOPENBLAS_LIB="$A/openblas-pthread/libopenblas.so" -DCJSON_INCLUDE_DIR="$U/include" \
-    -DCJSON_LIB="$A/libcjson.so" >"/tmp/ab_configure_$v.log" 2>&1 &&
+  (cmake -S "$src" -B "$ROOT/build-ab/$v" -DCMAKE_BUILD_TYPE=Release "${DEPS_CMAKE[@]}" \
+    >"/tmp/ab_configure_$v.log" 2>&1 &&
     cmake --build "$ROOT/build-ab/$v" -j8 --target ssmtrade $TESTS >"/tmp/ab_build_$v.log" 2>&1) &
 done
 wait

@@ -28,13 +28,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 STAGES=${STAGES:-build test torch}
 mkdir -p "$OUT"
-R=$PWD/.deps/root
-if [ ! -d "$R" ]; then
-  for f in .deps/*.deb; do dpkg -x "$f" "$R"; done
-fi
-U=$R/usr
-A=$U/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$A:$A/openblas-pthread:${LD_LIBRARY_PATH:-}
+. scripts/device-env.sh "$PWD" # the carried packages: LD_LIBRARY_PATH, DEPS_CMAKE
 rc=0
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 stamp() { echo "== $1 ($(date +%T))"; }
@@ -44,11 +38,7 @@ nvcc --version | tail -1
 
 if has build; then
   stamp build
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$U" \
-    -DCBLAS_INCLUDE_DIR="$U/include/x86_64-linux-gnu/openblas-pthread" \
-    -DOPENBLAS_LIB="$A/openblas-pthread/libopenblas.so" \
-    -DCJSON_INCLUDE_DIR="$U/include" -DCJSON_LIB="$A/libcjson.so" >"$OUT/configure.log" 2>&1 \
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${DEPS_CMAKE[@]}" >"$OUT/configure.log" 2>&1 \
     || { tail -30 "$OUT/configure.log"; exit 1; }
   # BUILD_TARGETS: only these targets (e.g. "ssmtrade test_cuda_dist"; default: all)
   cmake --build build-gpu -j16 ${BUILD_TARGETS:+--target $BUILD_TARGETS} >"$OUT/build.log" 2>&1 \

@@ -49,6 +49,10 @@ static inline int test_part(int index) {
     return index % n == k;
 }
 
+/* SSMTRADE_TEST_QUICK set (scripts/gpu-check.sh's sanitizer runs, whose
+ * kernels run ~100x slower): programs shrink their long loops. */
+static inline int test_quick(void) { return getenv("SSMTRADE_TEST_QUICK") != NULL; }
+
 /* A buffer of rows x width with row stride `stride`, the gap filled with NaN. */
 static inline double *test_padded(int rows, int width, int stride) {
     double *p = malloc(sizeof(double) * (size_t)rows * (size_t)stride + sizeof(double));

@@ -43,8 +43,6 @@
 
 #ifdef ST_HAVE_CUDA
 
-static int quick(void) { return getenv("SSMTRADE_TEST_QUICK") != NULL; }
-
 /* ---- the test double: ranks as threads --------------------------------------------- */
 
 enum { MAX_RANKS = 8 };
@@ -404,7 +402,7 @@ static void same_run(const char *what, st_cuda_trainer *a, st_cuda_trainer *b) {
 static void checkpoints_across_ranks(const st_market *m) {
     printf("4. checkpoints move between rank counts (the one-GPU format)\n");
     /* n straight updates against n/2 + n/2 across a checkpoint (quick: n = 2, for the sanitizers) */
-    const int n = quick() ? 2 : 4, h = n / 2;
+    const int n = test_quick() ? 2 : 4, h = n / 2;
     st_train_config c = config(n);
     char one_ck[64], ranks_ck[64];
     snprintf(one_ck, sizeof one_ck, "/tmp/st_dist_one_%d.safetensors", (int)getpid());
@@ -449,9 +447,9 @@ int main(void) {
     o.use_cache = 0;
     CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
     /* cases 0-3 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
-    if (test_part(0)) against_one_gpu(&m, 2, quick() ? 2 : 20);
-    if (!quick() && test_part(0)) against_one_gpu(&m, 4, 6);
-    if (!quick() && test_part(0)) against_one_gpu(&m, 8, 6); /* issue 9's rank counts, as threads */
+    if (test_part(0)) against_one_gpu(&m, 2, test_quick() ? 2 : 20);
+    if (!test_quick() && test_part(0)) against_one_gpu(&m, 4, 6);
+    if (!test_quick() && test_part(0)) against_one_gpu(&m, 8, 6); /* issue 9's rank counts, as threads */
     if (test_part(1)) refusals(&m);
     if (test_part(2)) tracer(&m);
     if (test_part(3)) checkpoints_across_ranks(&m);

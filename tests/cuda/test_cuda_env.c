@@ -686,7 +686,7 @@ int main(void) {
     printf("1. lockstep GPU vs CPU, same actions (keep with probability 0.7)\n");
     /* SSMTRADE_TEST_QUICK (the sanitizer runs, ~100x slower kernels): a
      * short main run; the claim of issue 6 is the full one. */
-    int quick = getenv("SSMTRADE_TEST_QUICK") != NULL;
+    int quick = test_quick();
     const scenario main_run = {"H 64, auto-reset", 1024, quick ? 300 : 10000, 64, 1, 1.0, 2024, 0};
     tally t = run_scenario(&m, &main_run);
     CHECK(t.trades > 0 && t.stops > 0 && (t.gaps > 0 || quick) && t.resets > 0,

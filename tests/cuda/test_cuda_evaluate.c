@@ -379,7 +379,7 @@ int main(void) {
     preset_case("tiny", 7, 0);
     /* SSMTRADE_TEST_QUICK (the sanitizer runs): the tiny preset only (the
      * default preset's CPU backtests dominate the run time) */
-    if (!getenv("SSMTRADE_TEST_QUICK")) preset_case("default", 7, 4);
+    if (!test_quick()) preset_case("default", 7, 4);
 #endif
     TEST_MAIN_END();
 }

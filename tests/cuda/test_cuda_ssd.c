@@ -366,13 +366,11 @@ static void print_worst(const char *what, const double *w, const char *ref_name)
     }
 }
 
-static int quick(void) { return getenv("SSMTRADE_TEST_QUICK") != NULL; }
-
 /* Q in {8, 16, 32, 64} x K in {32, 50, 64, 7} for one head/group shape
  * (quick: the middle two of each). */
 static void test_grid(int H, int P, int G, int N, uint64_t seed) {
     static const int Qs[] = {8, 16, 32, 64}, Ks[] = {32, 50, 64, 7};
-    const int lo = quick() ? 1 : 0, hi = quick() ? 3 : 4;
+    const int lo = test_quick() ? 1 : 0, hi = test_quick() ? 3 : 4;
     worst_errs w = {{0}, {0}};
     for (int ki = lo; ki < hi; ki++) {
         problem pb = make_problem(2, Ks[ki], H, P, G, N, seed + (uint64_t)ki);
@@ -385,8 +383,8 @@ static void test_grid(int H, int P, int G, int N, uint64_t seed) {
     }
     char what[96];
     snprintf(what, sizeof what, "H=%d P=%d G=%d N=%d grid", H, P, G, N);
-    printf("%s (Q in {%s} x K in {%s}, worst over the grid):\n", what, quick() ? "16,32" : "8,16,32,64",
-           quick() ? "50,64" : "32,50,64,7");
+    printf("%s (Q in {%s} x K in {%s}, worst over the grid):\n", what, test_quick() ? "16,32" : "8,16,32,64",
+           test_quick() ? "50,64" : "32,50,64,7");
     print_worst("grid", w.vs_float, "CPU f32");
     print_worst("grid", w.vs_double, "CPU f64 seq");
 }
@@ -500,8 +498,8 @@ static void run_all(void) {
     test_scan_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5100);
     test_scan_vs_chunked("odd shape, K=50 Q=16", 5, 50, 8, 24, 2, 10, 16, 5200);
     test_scan_vs_chunked("large preset shape", 2, 128, 8, 64, 1, 128, 64, 5300);
-    if (!quick()) test_long_window(64);
-    if (!quick()) test_long_window(32);
+    if (!test_quick()) test_long_window(64);
+    if (!test_quick()) test_long_window(32);
     test_long_window(16); /* 16 chunks: more than the chunk kernels fuse, so the state pass runs with staging on */
     test_bad_sizes();
 }

@@ -45,11 +45,9 @@
 #include "train/trainer_cuda.h"
 #include "trace/trace.h"
 
-/* SSMTRADE_TEST_QUICK (the sanitizer runs): fewer injections, no bf16 or
- * learning run, and updates of half the rollout and one epoch (the same
- * kernels, half the launches: racecheck took past 140-300 s a case). */
-static int quick(void) { return getenv("SSMTRADE_TEST_QUICK") != NULL; }
-
+/* test_quick() (the sanitizer runs): fewer injections, no bf16 or learning
+ * run, and updates of half the rollout and one epoch (the same kernels,
+ * half the launches: racecheck took past 140-300 s a case). */
 static st_train_config small_config(void) {
     st_train_config c;
     st_train_config_default(&c, "tiny");
@@ -60,7 +58,7 @@ static st_train_config small_config(void) {
     c.epochs = 2;
     c.episode_length = 12; /* episodes end inside the rollout: resets are covered */
     c.seed = 7;
-    if (quick()) c.dims.T = 8, c.epochs = 1, c.episode_length = 6; /* episodes still end inside a rollout */
+    if (test_quick()) c.dims.T = 8, c.epochs = 1, c.episode_length = 6; /* episodes still end inside a rollout */
     return c;
 }
 
@@ -330,7 +328,7 @@ static void tracer(const st_market *m, int sentinel) {
     CHECK(st_cuda_trainer_set_trace(&t, NULL) == ST_OK, "detach");
     if (sentinel < 0) {
         st_rng g = st_rng_make(99, ST_STREAM_TEST);
-        int tried = 0, hits = 0, every = quick() ? 60 : 1, all = 0;
+        int tried = 0, hits = 0, every = test_quick() ? 60 : 1, all = 0;
         for (int id = 0; id < tr.labels.n; id++) {
             const st_label *l = &tr.labels.l[id];
             if (l->phase == ST_PHASE_SAVED) continue; /* the CPU model's layout: not scanned on the GPU */
@@ -346,7 +344,7 @@ static void tracer(const st_market *m, int sentinel) {
     } else {
         const char *names[] = {"env_reward",  "act_vsn_out",  "train_vsn_out", "bwd_du0",
                                "grad_w_in_W", "optim_w_in_W", "train_loss",    "step_entry_w_in_b"};
-        const size_t n_names = quick() ? 6 : sizeof names / sizeof names[0];
+        const size_t n_names = test_quick() ? 6 : sizeof names / sizeof names[0];
         int sh = 0, sn = 0;
         for (size_t i = (size_t)sentinel; i < n_names; i += 2) {
             int id = st_labels_find(&tr.labels, names[i]);
@@ -456,9 +454,9 @@ int main(void) {
     if (test_part(3)) tracer(&m, -1);
     if (test_part(4)) tracer(&m, 0);
     if (test_part(5)) tracer(&m, 1);
-    if (!quick() && test_part(0)) bf16_update(&m); /* the fp32 path covers the same kernels */
+    if (!test_quick() && test_part(0)) bf16_update(&m); /* the fp32 path covers the same kernels */
     st_market_free(&m);
-    if (!quick() && test_part(1)) learning_run();
+    if (!test_quick() && test_part(1)) learning_run();
     printf("CPU time %.2f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
     TEST_MAIN_END();
 }

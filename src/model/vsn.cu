@@ -21,7 +21,9 @@
  * kernels, each reading and writing rows contiguously: one thread per
  * element (the rank-one fc1, activations, gates), a warp per (row,
  * variable) for the per-variable norms and their backward (the lanes walk
- * the Dv values, shuffles sum them), a warp per row for the softmax
+ * the Dv values, shuffles sum them), a warp per row for the forward's
+ * gates, norms and combine in one pass (gate_combine_kernel: the forward
+ * writes only v of them) and for the softmax
  * backward, a thread per row for the selection GRN's norm and softmax.
  * Parameter gradients are reductions over all rows: the weight gradients
  * cuBLAS products (dW += dy^T x, one per variable for the stacked GRNs),
@@ -360,21 +362,118 @@ static int var_gate(int rows, int F, int Dv, const float *s, int s_stride, const
     return launch_warps(items, st, var_gate_kernel<8>, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, a);
 }
 
-/* The F GRNs forward from s into a: h1 = ELU(fc1 e) = ELU(s_j U_j + V_j)
+/* The F GRNs' products from s into a: h1 = ELU(fc1 e) = ELU(s_j U_j + V_j)
  * (the fold), h2 = fc2 h1 without its bias (folded into the glu's: fo.Vg),
- * gl = glu h2, then var_gate_kernel (which adds that bias). The
- * forward's call and the backward's recomputation are this same sequence
- * on the same buffers: the same bits. */
-static int var_forward(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w &w, const st_vsn_fold &fo,
-                       const vsn_var &a, cudaStream_t st) {
+ * gl = glu h2 (without that bias). */
+static int var_products(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w &w, const st_vsn_fold &fo,
+                        const vsn_var &a, cudaStream_t st) {
     const int P = F * Dv;
     const long long DD = (long long)Dv * Dv;
     ST_TRY(st_cuda_vsn_rank1(rows, F, Dv, s, s_stride, fo.U, fo.V, 1, a.h1, P, st));
     ST_TRY(st_cuda_gemm_batched(0, 1, rows, Dv, Dv, 1.0f, a.h1, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, a.h2, P, Dv, F, st));
     ST_TRY(st_cuda_gemm_batched(0, 1, rows, 2 * Dv, Dv, 1.0f, a.h2, P, Dv, w.var_glu_w, Dv, 2 * DD, 0.0f, a.glu, 2 * P,
                                 2 * Dv, F, st));
+    return ST_OK;
+}
+
+/* The backward's recomputation of the GRNs: the products, then
+ * var_gate_kernel (the glu's bias, the gate, x and its statistics, all
+ * kept in a for the backward). */
+static int var_forward(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w &w, const st_vsn_fold &fo,
+                       const vsn_var &a, cudaStream_t st) {
+    ST_TRY(var_products(rows, F, Dv, s, s_stride, w, fo, a, st));
     ST_TRY(var_gate(rows, F, Dv, s, s_stride, w, fo.Vg, a, st));
     return ST_OK;
+}
+
+/* The forward's end, a warp per row: for each variable j the gate and
+ * statistics exactly as var_gate_kernel forms them (the same expressions:
+ * the same bits), t_j = LN_j(x), and v = sum_j alpha_j t_j summed in
+ * variable order in double as the backward's dlog_kernel reads t. Nothing
+ * but v is written: the backward recomputes gl, x and the statistics
+ * (var_forward), so the forward keeps none of the [rows, F Dv] buffers
+ * var_gate_kernel would write and the combine would read again. The
+ * loads of GATE_COMBINE_ITEMS variables go out before their shuffles. */
+#define GATE_COMBINE_ITEMS 4
+template <int KM>
+static __global__ void gate_combine_kernel(int rows, int F, int Dv, const float *s, vsn_w w, const float *glu_b,
+                                           const float *glu, const float *alpha, float *v, int v_stride) {
+    const size_t P = (size_t)F * Dv;
+    const int lane = threadIdx.x & 31;
+    WARP_LOOP(r, (size_t)rows) {
+        double acc[KM];
+#pragma unroll
+        for (int m = 0; m < KM; m++)
+            acc[m] = 0;
+        const float *gl_row = glu + r * 2 * P;
+        for (int j0 = 0; j0 < F; j0 += GATE_COMBINE_ITEMS) {
+            float xv[GATE_COMBINE_ITEMS][KM];
+            double sum[GATE_COMBINE_ITEMS], var[GATE_COMBINE_ITEMS];
+#pragma unroll
+            for (int u = 0; u < GATE_COMBINE_ITEMS; u++) {
+                const int j = j0 + u;
+                sum[u] = 0;
+#pragma unroll
+                for (int m = 0; m < KM; m++)
+                    xv[u][m] = 0;
+                if (j >= F) continue; /* the same for the whole warp */
+                const size_t col = (size_t)j * Dv;
+                const float *gl = gl_row + 2 * col, *gb = glu_b + 2 * col;
+                const float sj = s[r * (size_t)F + j];
+#pragma unroll
+                for (int m = 0; m < KM; m++) {
+                    const int k = lane + 32 * m;
+                    if (k >= Dv) continue;
+                    const float g1 = gl[k] + gb[k], sg = dev_sigmoid(gl[Dv + k] + gb[Dv + k]);
+                    xv[u][m] = (sj * w.embed_w[col + k] + w.embed_b[col + k]) + g1 * sg;
+                    sum[u] += xv[u][m];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < GATE_COMBINE_ITEMS; u++) {
+                sum[u] = warp_sum(sum[u]) / Dv, var[u] = 0;
+#pragma unroll
+                for (int m = 0; m < KM; m++)
+                    if (lane + 32 * m < Dv) var[u] += ((double)xv[u][m] - sum[u]) * ((double)xv[u][m] - sum[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < GATE_COMBINE_ITEMS; u++) {
+                const int j = j0 + u;
+                var[u] = warp_sum(var[u]);
+                if (j >= F) continue;
+                const float mean = (float)sum[u], rstd = (float)(1.0 / sqrt(var[u] / Dv + VSN_EPS));
+                const double aj = (double)alpha[r * F + j];
+                const size_t col = (size_t)j * Dv;
+#pragma unroll
+                for (int m = 0; m < KM; m++) {
+                    const int k = lane + 32 * m;
+                    if (k >= Dv) continue;
+                    const float t = xhat_of(xv[u][m], mean, rstd) * w.var_ln_w[col + k] + w.var_ln_b[col + k];
+                    acc[m] += aj * (double)t;
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < KM; m++)
+            if (lane + 32 * m < Dv) v[r * (size_t)v_stride + lane + 32 * m] = (float)acc[m];
+    }
+}
+
+/* gate_combine_kernel at the register width Dv needs (Dv <= 32 * 8). */
+static int gate_combine(int rows, int F, int Dv, const float *s, const vsn_w &w, const float *glu_b, const vsn_var &a,
+                        const float *alpha, float *v, int v_stride, cudaStream_t st) {
+    const size_t n = (size_t)rows;
+    if (Dv <= 32)
+        return launch_warps(n, st, gate_combine_kernel<1>, rows, F, Dv, s, w, glu_b, (const float *)a.glu, alpha, v,
+                            v_stride);
+    if (Dv <= 64)
+        return launch_warps(n, st, gate_combine_kernel<2>, rows, F, Dv, s, w, glu_b, (const float *)a.glu, alpha, v,
+                            v_stride);
+    if (Dv <= 128)
+        return launch_warps(n, st, gate_combine_kernel<4>, rows, F, Dv, s, w, glu_b, (const float *)a.glu, alpha, v,
+                            v_stride);
+    return launch_warps(n, st, gate_combine_kernel<8>, rows, F, Dv, s, w, glu_b, (const float *)a.glu, alpha, v,
+                        v_stride);
 }
 
 /* t_j[k] of row r from the LayerNorm input and statistics. */
@@ -382,19 +481,6 @@ __device__ static float var_t(const vsn_w &w, const vsn_var &a, size_t r, int F,
     const size_t P = (size_t)F * Dv, col = (size_t)j * Dv;
     float xh = xhat_of(a.x[r * P + col + k], a.mean[r * F + j], a.rstd[r * F + j]);
     return xh * w.var_ln_w[col + k] + w.var_ln_b[col + k];
-}
-
-/* v[r, k] = sum_j alpha_j t_j[k], summed in variable order. */
-static __global__ void combine_kernel(int rows, int F, int Dv, vsn_w w, vsn_var a, const float *alpha, float *v,
-                                      int v_stride) {
-    GRID_LOOP(idx, (size_t)rows * Dv) {
-        size_t r = idx / (size_t)Dv;
-        int k = (int)(idx % (size_t)Dv);
-        double acc = 0;
-        for (int j = 0; j < F; j++)
-            acc += (double)alpha[r * F + j] * (double)var_t(w, a, r, F, Dv, j, k);
-        v[r * (size_t)v_stride + k] = (float)acc;
-    }
 }
 
 /* A warp per row: dalpha_j = dv . t_j (+ the caller's dalpha), then the
@@ -549,8 +635,8 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
     ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
-    ST_TRY(var_forward(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
-    ST_TRY(launch_n(R * Dv, st, combine_kernel, rows, F, Dv, *w, wk.a, (const float *)sv.alpha, v, v_stride));
+    ST_TRY(var_products(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
+    ST_TRY(gate_combine(rows, F, Dv, wk.s, *w, wk.fo.Vg, wk.a, sv.alpha, v, v_stride, st));
     return ST_OK;
 }
 

@@ -35,6 +35,10 @@
  *   5. reduce_head: dA, dD += sum over (b, chunk) in order.
  * No atomics: every sum has one owner thread and a fixed order, so results
  * are bit-identical run to run and do not depend on the row strides.
+ * The products over N, P or the chunk's rows run as 2 x 2 register tiles
+ * (two rows of one operand against two of the other: one shared-memory
+ * read per multiply-add instead of two), each tile element summing its
+ * terms in the order the element's own loop would.
  * Shared memory: where the device allows it (st_cuda_ssd_set_staging), the
  * chunk kernels first copy the chunk's rows of x, B, C, dy and its boundary
  * states into shared memory at odd row strides (stage_chunk), and every
@@ -244,15 +248,35 @@ static __global__ void chunk_summary_kernel(ssd_dev_args a, float *states, float
     const size_t pn = (size_t)a.P * (size_t)a.N;
     float *S = states + (size_t)blockIdx.x * pn;
     float *U = dstates ? dstates + (size_t)blockIdx.x * pn : NULL;
-    for (size_t idx = threadIdx.x; idx < pn; idx += blockDim.x) {
-        int p = (int)(idx / (size_t)a.N), n = (int)(idx % (size_t)a.N);
-        float s = 0, u = 0;
+    /* 2 x 2 tiles: p0, p1 = p0 + p2 and n0, n1 = n0 + n2 (consecutive
+     * threads take consecutive n: no bank conflicts), each sum over t in
+     * order as one element's would be */
+    const int p2 = (a.P + 1) / 2, n2 = (a.N + 1) / 2;
+    for (int idx = threadIdx.x; idx < p2 * n2; idx += blockDim.x) {
+        const int p0 = idx / n2, n0 = idx % n2, p1 = p0 + p2, n1 = n0 + n2;
+        const int q1 = min(p1, a.P - 1), m1 = min(n1, a.N - 1); /* clamped reads; writes guarded */
+        float s00 = 0, s01 = 0, s10 = 0, s11 = 0, u00 = 0, u01 = 0, u10 = 0, u11 = 0;
         for (int t = 0; t < k.L; t++) {
-            s += x_at(a, k, t, p) * w[t] * b_at(a, k, t, n);
-            if (U) u += dy_at(a, k, t, p) * e[t] * c_at(a, k, t, n);
+            const float xw0 = x_at(a, k, t, p0) * w[t], xw1 = x_at(a, k, t, q1) * w[t];
+            const float b0 = b_at(a, k, t, n0), b1 = b_at(a, k, t, m1);
+            s00 += xw0 * b0, s01 += xw0 * b1, s10 += xw1 * b0, s11 += xw1 * b1;
+            if (U) {
+                const float ye0 = dy_at(a, k, t, p0) * e[t], ye1 = dy_at(a, k, t, q1) * e[t];
+                const float c0 = c_at(a, k, t, n0), c1 = c_at(a, k, t, m1);
+                u00 += ye0 * c0, u01 += ye0 * c1, u10 += ye1 * c0, u11 += ye1 * c1;
+            }
         }
-        S[idx] = s;
-        if (U) U[idx] = u;
+        const size_t r0 = (size_t)p0 * a.N, r1 = (size_t)p1 * a.N;
+        S[r0 + n0] = s00;
+        if (n1 < a.N) S[r0 + n1] = s01;
+        if (p1 < a.P) S[r1 + n0] = s10;
+        if (p1 < a.P && n1 < a.N) S[r1 + n1] = s11;
+        if (U) {
+            U[r0 + n0] = u00;
+            if (n1 < a.N) U[r0 + n1] = u01;
+            if (p1 < a.P) U[r1 + n0] = u10;
+            if (p1 < a.P && n1 < a.N) U[r1 + n1] = u11;
+        }
     }
 }
 
@@ -353,7 +377,8 @@ __device__ static ssd_bwd_smem bwd_smem(double *base, int Q, int N) {
 /* Shared bytes of each kernel, with (stage) or without the staged rows. */
 static size_t bwd_smem_bytes(int Q, int P, int N, int stage) {
     return sizeof(double) * (7 * (size_t)Q + SSD_THREADS) +
-           sizeof(float) * (2 * (size_t)Q * N + 3 * (size_t)Q * (size_t)Q + (stage ? stage_floats(Q, P, N, 1, 1, 2) : 0));
+           sizeof(float) *
+               (2 * (size_t)Q * N + 3 * (size_t)Q * (size_t)Q + (stage ? stage_floats(Q, P, N, 1, 1, 2) : 0));
 }
 static size_t fwd_smem_bytes(int Q, int P, int N, int stage) {
     return sizeof(double) * 3 * (size_t)Q +
@@ -372,20 +397,34 @@ __device__ static void bwd_products(const ssd_dev_args &a, const ssd_chunk &k, s
         m.last[i] = exp(segment(m.ai, L - 1, i));
         m.de[i] = 0;
     }
-    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
-        int t = idx / L, s = idx % L;
-        float g = 0, l = 0, d = 0;
-        if (s <= t) {
-            l = (float)exp(segment(m.ai, t, s));
-            g = (float)cb_dot(a, k, t, s);
-            float acc = 0;
-            for (int p = 0; p < a.P; p++)
-                acc += dy_at(a, k, t, p) * x_at(a, k, s, p);
-            d = acc;
+    /* 2 x 2 tiles (rows t, t+1; columns s, s+1) on or below the diagonal,
+     * each dot product summed in order as one element's would be; tiles
+     * wholly above it are never read by the later steps and not written */
+    const int l2 = (L + 1) / 2;
+    for (int idx = threadIdx.x; idx < l2 * l2; idx += blockDim.x) {
+        const int ti = idx / l2, si = idx % l2;
+        if (si > ti) continue;
+        const int t0 = 2 * ti, s0 = 2 * si, t1 = min(t0 + 1, L - 1), s1 = min(s0 + 1, L - 1);
+        float g00 = 0, g01 = 0, g10 = 0, g11 = 0, d00 = 0, d01 = 0, d10 = 0, d11 = 0;
+        for (int n = 0; n < a.N; n++) {
+            const float c0 = c_at(a, k, t0, n), c1 = c_at(a, k, t1, n), b0 = b_at(a, k, s0, n), b1 = b_at(a, k, s1, n);
+            g00 += c0 * b0, g01 += c0 * b1, g10 += c1 * b0, g11 += c1 * b1;
         }
-        m.G[idx] = g;
-        m.Lm[idx] = l;
-        m.dM[idx] = d;
+        for (int p = 0; p < a.P; p++) {
+            const float y0 = dy_at(a, k, t0, p), y1 = dy_at(a, k, t1, p), x0 = x_at(a, k, s0, p),
+                        x1 = x_at(a, k, s1, p);
+            d00 += y0 * x0, d01 += y0 * x1, d10 += y1 * x0, d11 += y1 * x1;
+        }
+        const float g[2][2] = {{g00, g01}, {g10, g11}}, d[2][2] = {{d00, d01}, {d10, d11}};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                const int t = t0 + i, s = s0 + j, at = t * L + s;
+                if (t >= L || s >= L) continue;
+                const int on = s <= t;
+                m.G[at] = on ? g[i][j] : 0.0f;
+                m.Lm[at] = on ? (float)exp(segment(m.ai, t, s)) : 0.0f;
+                m.dM[at] = on ? d[i][j] : 0.0f;
+            }
     }
 }
 
@@ -416,15 +455,32 @@ __device__ static void bwd_boundary(const ssd_dev_args &a, const ssd_chunk &k, s
                                     int sin_ld, const float *dSo, int dso_ld) {
     const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
     const size_t pn = (size_t)a.P * (size_t)a.N;
-    for (int idx = threadIdx.x; idx < L * a.N; idx += blockDim.x) {
-        int i = idx / a.N, n = idx % a.N;
-        float xds = 0, ys = 0;
+    /* 2 x 2 tiles: rows i, i + 1 and columns n0, n1 = n0 + n2 (consecutive
+     * threads, consecutive n), each sum over p in order */
+    const int i2 = (L + 1) / 2, n2 = (a.N + 1) / 2;
+    for (int idx = threadIdx.x; idx < i2 * n2; idx += blockDim.x) {
+        const int i0 = 2 * (idx / n2), n0 = idx % n2, n1 = n0 + n2;
+        const int i1 = min(i0 + 1, L - 1), m1 = min(n1, a.N - 1);
+        float x00 = 0, x01 = 0, x10 = 0, x11 = 0, y00 = 0, y01 = 0, y10 = 0, y11 = 0;
         for (int p = 0; p < a.P; p++) {
-            if (has_out) xds += x_at(a, k, i, p) * dSo[(size_t)p * dso_ld + n];
-            if (has_in) ys += dy_at(a, k, i, p) * Sin[(size_t)p * sin_ld + n];
+            if (has_out) {
+                const float u0 = x_at(a, k, i0, p), u1 = x_at(a, k, i1, p);
+                const float v0 = dSo[(size_t)p * dso_ld + n0], v1 = dSo[(size_t)p * dso_ld + m1];
+                x00 += u0 * v0, x01 += u0 * v1, x10 += u1 * v0, x11 += u1 * v1;
+            }
+            if (has_in) {
+                const float u0 = dy_at(a, k, i0, p), u1 = dy_at(a, k, i1, p);
+                const float v0 = Sin[(size_t)p * sin_ld + n0], v1 = Sin[(size_t)p * sin_ld + m1];
+                y00 += u0 * v0, y01 += u0 * v1, y10 += u1 * v0, y11 += u1 * v1;
+            }
         }
-        m.xds[idx] = xds;
-        m.dys[idx] = ys;
+        const size_t r0 = (size_t)i0 * a.N, r1 = (size_t)i1 * a.N;
+        m.xds[r0 + n0] = x00, m.dys[r0 + n0] = y00;
+        if (n1 < a.N) m.xds[r0 + n1] = x01, m.dys[r0 + n1] = y01;
+        if (i1 > i0) {
+            m.xds[r1 + n0] = x10, m.dys[r1 + n0] = y10;
+            if (n1 < a.N) m.xds[r1 + n1] = x11, m.dys[r1 + n1] = y11;
+        }
     }
     double ddc = 0; /* this thread's share of sum(dS_out o S_in), into red */
     if (has_in && has_out)
@@ -495,39 +551,88 @@ __device__ static void bwd_decay_grads(const ssd_dev_args &a, const ssd_chunk &k
 __device__ static void bwd_outputs(const ssd_dev_args &a, const ssd_chunk &k, const ssd_bwd_smem &m, const float *dSo,
                                    int dso_ld, float *dBh, float *dCh) {
     const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc;
-    for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
-        int s = idx / a.P, p = idx % a.P;
-        float acc = 0;
-        for (int t = s; t < L; t++)
-            acc += m.G[t * L + s] * dy_at(a, k, t, p);
-        if (has_out) {
-            float bd = 0;
-            for (int n = 0; n < a.N; n++)
-                bd += b_at(a, k, s, n) * dSo[(size_t)p * dso_ld + n];
-            acc += (float)(m.last[s] * m.dtv[s]) * bd;
+    /* dX in 2 x 2 tiles: rows s0, s1 = s0 + 1 and columns p0, p1 = p0 + p2;
+     * row s0's sum over t >= s0 takes its t = s0 term first, then the terms
+     * both rows share, in order as one element's sum would */
+    const int l2 = (L + 1) / 2, p2 = (a.P + 1) / 2, n2 = (a.N + 1) / 2;
+    for (int idx = threadIdx.x; idx < l2 * p2; idx += blockDim.x) {
+        const int s0 = 2 * (idx / p2), p0 = idx % p2, p1 = p0 + p2;
+        const int s1 = min(s0 + 1, L - 1), q1 = min(p1, a.P - 1);
+        float a00 = m.G[s0 * L + s0] * dy_at(a, k, s0, p0), a01 = m.G[s0 * L + s0] * dy_at(a, k, s0, q1);
+        float a10 = 0, a11 = 0;
+        for (int t = s0 + 1; t < L; t++) {
+            const float y0 = dy_at(a, k, t, p0), y1 = dy_at(a, k, t, q1), g0 = m.G[t * L + s0], g1 = m.G[t * L + s1];
+            a00 += g0 * y0, a01 += g0 * y1, a10 += g1 * y0, a11 += g1 * y1;
         }
-        acc += (float)k.D * dy_at(a, k, s, p);
-        a.dx[(k.row0 + (size_t)s) * (size_t)a.dx_stride + (size_t)k.h * (size_t)a.P + (size_t)p] = (float)acc;
+        if (has_out) {
+            float d00 = 0, d01 = 0, d10 = 0, d11 = 0;
+            for (int n = 0; n < a.N; n++) {
+                const float b0 = b_at(a, k, s0, n), b1 = b_at(a, k, s1, n);
+                const float v0 = dSo[(size_t)p0 * dso_ld + n], v1 = dSo[(size_t)q1 * dso_ld + n];
+                d00 += b0 * v0, d01 += b0 * v1, d10 += b1 * v0, d11 += b1 * v1;
+            }
+            const float w0 = (float)(m.last[s0] * m.dtv[s0]), w1 = (float)(m.last[s1] * m.dtv[s1]);
+            a00 += w0 * d00, a01 += w0 * d01, a10 += w1 * d10, a11 += w1 * d11;
+        }
+        const float D = (float)k.D;
+        a00 += D * dy_at(a, k, s0, p0), a01 += D * dy_at(a, k, s0, q1);
+        a10 += D * dy_at(a, k, s1, p0), a11 += D * dy_at(a, k, s1, q1);
+        float *r0 = a.dx + (k.row0 + (size_t)s0) * (size_t)a.dx_stride + (size_t)k.h * (size_t)a.P;
+        float *r1 = a.dx + (k.row0 + (size_t)s1) * (size_t)a.dx_stride + (size_t)k.h * (size_t)a.P;
+        r0[p0] = a00;
+        if (p1 < a.P) r0[p1] = a01;
+        if (s1 > s0) {
+            r1[p0] = a10;
+            if (p1 < a.P) r1[p1] = a11;
+        }
     }
-    for (int idx = threadIdx.x; idx < L * a.N; idx += blockDim.x) {
-        int t = idx / a.N, n = idx % a.N;
-        float dc = 0, db = 0;
-        for (int s = 0; s <= t; s++)
-            dc += m.dM[t * L + s] * b_at(a, k, s, n);
-        for (int u = t; u < L; u++) /* row t as the s index of dB */
-            db += m.dM[u * L + t] * c_at(a, k, u, n);
-        if (has_in) dc += (float)m.e[t] * m.dys[(size_t)t * a.N + n];
-        if (has_out) db += (float)(m.last[t] * m.dtv[t]) * m.xds[(size_t)t * a.N + n];
-        size_t off = (size_t)(k.t0 + t) * (size_t)a.N + (size_t)n;
-        dCh[off] = dc;
-        dBh[off] = db;
+    /* dC, dB in 2 x 2 tiles: rows t0, t1 = t0 + 1 and columns n0, n1 = n0 +
+     * n2. dC's row t sums s = 0 .. t (row t1's last term s = t1 after the
+     * shared ones); dB's row t sums u = t .. L-1 (row t0's first term u = t0
+     * before the shared ones): each in order as one element's sum would. */
+    for (int idx = threadIdx.x; idx < l2 * n2; idx += blockDim.x) {
+        const int t0 = 2 * (idx / n2), n0 = idx % n2, n1 = n0 + n2;
+        const int t1 = min(t0 + 1, L - 1), m1 = min(n1, a.N - 1);
+        float c00 = 0, c01 = 0, c10 = 0, c11 = 0;
+        for (int s = 0; s <= t0; s++) {
+            const float u0 = m.dM[t0 * L + s], u1 = m.dM[t1 * L + s], b0 = b_at(a, k, s, n0), b1 = b_at(a, k, s, m1);
+            c00 += u0 * b0, c01 += u0 * b1, c10 += u1 * b0, c11 += u1 * b1;
+        }
+        if (t1 > t0) {
+            const float u1 = m.dM[t1 * L + t1];
+            c10 += u1 * b_at(a, k, t1, n0), c11 += u1 * b_at(a, k, t1, m1);
+        }
+        float b00 = m.dM[t0 * L + t0] * c_at(a, k, t0, n0), b01 = m.dM[t0 * L + t0] * c_at(a, k, t0, m1);
+        float b10 = 0, b11 = 0;
+        for (int u = t0 + 1; u < L; u++) { /* rows t0, t1 as the s index of dB */
+            const float v0 = m.dM[u * L + t0], v1 = m.dM[u * L + t1], e0 = c_at(a, k, u, n0), e1 = c_at(a, k, u, m1);
+            b00 += v0 * e0, b01 += v0 * e1, b10 += v1 * e0, b11 += v1 * e1;
+        }
+        if (has_in) {
+            const float e0 = (float)m.e[t0], e1 = (float)m.e[t1];
+            c00 += e0 * m.dys[(size_t)t0 * a.N + n0], c01 += e0 * m.dys[(size_t)t0 * a.N + m1];
+            c10 += e1 * m.dys[(size_t)t1 * a.N + n0], c11 += e1 * m.dys[(size_t)t1 * a.N + m1];
+        }
+        if (has_out) {
+            const float w0 = (float)(m.last[t0] * m.dtv[t0]), w1 = (float)(m.last[t1] * m.dtv[t1]);
+            b00 += w0 * m.xds[(size_t)t0 * a.N + n0], b01 += w0 * m.xds[(size_t)t0 * a.N + m1];
+            b10 += w1 * m.xds[(size_t)t1 * a.N + n0], b11 += w1 * m.xds[(size_t)t1 * a.N + m1];
+        }
+        const size_t o0 = (size_t)(k.t0 + t0) * (size_t)a.N, o1 = (size_t)(k.t0 + t1) * (size_t)a.N;
+        dCh[o0 + n0] = c00, dBh[o0 + n0] = b00;
+        if (n1 < a.N) dCh[o0 + n1] = c01, dBh[o0 + n1] = b01;
+        if (t1 > t0) {
+            dCh[o1 + n0] = c10, dBh[o1 + n0] = b10;
+            if (n1 < a.N) dCh[o1 + n1] = c11, dBh[o1 + n1] = b11;
+        }
     }
 }
 
 /* One block per (b, h, chunk), SSD_THREADS threads: the chunk's backward
  * (steps as in ssd.c's chunk_backward_one). */
-static __global__ void chunk_backward_kernel(ssd_dev_args a, const float *states, const float *dstates,
-                                             const float *decay, float *dBp, float *dCp, float *partA, float *partD) {
+static __global__ void __launch_bounds__(SSD_THREADS, 3)
+    chunk_backward_kernel(ssd_dev_args a, const float *states, const float *dstates, const float *decay, float *dBp,
+                          float *dCp, float *partA, float *partD) {
     extern __shared__ double sm_bwd[];
     ssd_chunk k = chunk_of(a, blockIdx.x);
     ssd_bwd_smem m = bwd_smem(sm_bwd, a.Q, a.N);
@@ -680,8 +785,7 @@ static int launch_states(const ssd_dev_args &a, const ssd_work &lay, float *work
     size_t cells = (size_t)a.Bsz * a.H * a.P * a.N, sp_blocks = (cells + SSD_THREADS - 1) / SSD_THREADS;
     sp_blocks = sp_blocks < (1u << 30) ? sp_blocks : (1u << 30);
     if (!a.fused) {
-        state_pass_kernel<<<(unsigned)sp_blocks, SSD_THREADS, 0, st>>>(a, work + lay.states, dstates,
-                                                                       work + lay.decay);
+        state_pass_kernel<<<(unsigned)sp_blocks, SSD_THREADS, 0, st>>>(a, work + lay.states, dstates, work + lay.decay);
         ST_CUDA_LAUNCHED();
     }
     return ST_OK;
@@ -700,8 +804,8 @@ extern "C" int st_cuda_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, 
     size_t optin = 0;
     ST_TRY(smem_optin(&optin));
     int taken = 0; /* one kernel a (b, h) walking the chunks, where the shape fits (ssd_scan.cu) */
-    ST_TRY(st_cuda_ssd_scan_forward(Bsz, K, H, P, G, N, a.Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm,
-                                    C_stride, Dskip, y, y_stride, optin, stream, &taken));
+    ST_TRY(st_cuda_ssd_scan_forward(Bsz, K, H, P, G, N, a.Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm, C_stride,
+                                    Dskip, y, y_stride, optin, stream, &taken));
     if (taken) return ST_OK;
     a.stage = fwd_smem_bytes(a.Q, P, N, 1) <= optin;
     a.fused = a.stage && a.nc <= SSD_FUSE_MAX_CHUNKS;
@@ -733,9 +837,9 @@ extern "C" int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G,
     ST_TRY(launch_states(a, lay, work, 1, st));
     size_t bytes = bwd_smem_bytes(a.Q, P, N, a.stage);
     ST_TRY(allow_smem(chunk_backward_kernel, bytes, a.Q));
-    chunk_backward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bytes, st>>>(
-        a, work + lay.states, work + lay.dstates, work + lay.decay, work + lay.dBp, work + lay.dCp, work + lay.partA,
-        work + lay.partD);
+    chunk_backward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bytes, st>>>(a, work + lay.states, work + lay.dstates,
+                                                                      work + lay.decay, work + lay.dBp, work + lay.dCp,
+                                                                      work + lay.partA, work + lay.partD);
     ST_CUDA_LAUNCHED();
     size_t cells = (size_t)Bsz * K * G * N;
     int blocks = (int)((cells + SSD_THREADS - 1) / SSD_THREADS);

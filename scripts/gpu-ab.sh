@@ -11,7 +11,10 @@
 # Environment:
 #   AB_VARIANTS   the variants, in order (default: every variants/*)
 #   AB_TESTS      GPU test programs run in each (default: test_cuda_ssd
-#                 test_cuda_vsn test_cuda_mamba2 test_cuda_model test_cuda_trainer)
+#                 test_cuda_vsn test_cuda_mamba2 test_cuda_model test_cuda_trainer);
+#                 "all": each variant builds everything and runs every
+#                 test_cuda_* it has but test_cuda_learning (so a variant's
+#                 new test programs run too)
 #   AB_BENCH      flags of `ssmtrade bench` (default: --what train,act
 #                 --windows 2048,8192); AB_BENCH=none: no benchmark
 #   AB_TIMEOUT    seconds for each test program (default 200)
@@ -53,7 +56,11 @@ for v in $VARIANTS; do
   src=$ROOT/variants/$v
   (cmake -S "$src" -B "$ROOT/build-ab/$v" -DCMAKE_BUILD_TYPE=Release "${DEPS_CMAKE[@]}" \
     >"/tmp/ab_configure_$v.log" 2>&1 &&
-    cmake --build "$ROOT/build-ab/$v" -j8 --target ssmtrade $TESTS >"/tmp/ab_build_$v.log" 2>&1) &
+    if [ "$TESTS" = all ]; then
+      cmake --build "$ROOT/build-ab/$v" -j8 >"/tmp/ab_build_$v.log" 2>&1
+    else
+      cmake --build "$ROOT/build-ab/$v" -j8 --target ssmtrade $TESTS >"/tmp/ab_build_$v.log" 2>&1
+    fi) &
 done
 wait
 for v in $VARIANTS; do
@@ -65,7 +72,9 @@ for v in $VARIANTS; do
     rc=1
     continue
   fi
-  for t in $TESTS; do
+  tests=$TESTS
+  [ "$TESTS" = all ] && tests=$(cd "$b" && ls test_cuda_* | grep -v '^test_cuda_learning$')
+  for t in $tests; do
     s0=$(date +%s)
     timeout "${AB_TIMEOUT:-200}" "$b/$t" >"/tmp/ab_${v}_$t.log" 2>&1
     r=$?

@@ -40,6 +40,7 @@ typedef struct {
     int repeats, warmup, sets;
     int gemm_size;    /* M = N = K of the GEMM ceilings */
     int copy_mib;     /* bytes of the copy ceiling, MiB */
+    int vsn_fused;    /* the VSN forward fused (1) or unfused (0): st_cuda_vsn_set_fused */
     uint64_t seed;
     const st_market *market; /* the built-in synthetic market (training split) */
 } st_bench_opts;

@@ -17,6 +17,9 @@
 #include "data/dataset.h"
 #include "model/params.h"
 #include "train/train_config.h"
+#ifdef ST_HAVE_CUDA
+#include "cuda/vsn_cuda.h"
+#endif
 
 static const st_flag flags[] = {
     {"preset", "NAME", "model sizes: default (K=64, 551,100 parameters), tiny, large or odd"},
@@ -36,6 +39,7 @@ static const st_flag flags[] = {
     {"gemm-size", "N", "M = N = K of the GEMM ceilings (default 8192)"},
     {"copy-mib", "N", "bytes of the device-to-device copy ceiling in MiB (default 1024)"},
     {"seed", "N", "seed of the inputs and weights (default 1)"},
+    {"vsn-fused", "0|1", "the VSN forward's per-variable GRNs as one fused kernel (1, default) or unfused (0)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -123,6 +127,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(positive(a, "e2e-epochs", 4, 1, 64, &o->e2e_epochs));
     ST_TRY(positive(a, "gemm-size", 8192, 16, 32768, &o->gemm_size));
     ST_TRY(positive(a, "copy-mib", 1024, 1, 65536, &o->copy_mib));
+    ST_TRY(st_args_int(a, "vsn-fused", 1, &o->vsn_fused));
+    ST_REQUIRE(o->vsn_fused == 0 || o->vsn_fused == 1, ST_ERR_INPUT, "--vsn-fused: %d is neither 0 nor 1",
+               o->vsn_fused);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -165,6 +172,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "e2e_rollout", o->e2e_rollout);
     cJSON_AddNumberToObject(root, "e2e_epochs", o->e2e_epochs);
     cJSON_AddNumberToObject(root, "gemm_size", o->gemm_size);
+    cJSON_AddNumberToObject(root, "vsn_fused", o->vsn_fused);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -233,6 +241,9 @@ int st_cmd_bench(int argc, char **argv) {
     int failed = 0;
     if (rc == ST_OK) {
         o.market = &m;
+#ifdef ST_HAVE_CUDA
+        st_cuda_vsn_set_fused(o.vsn_fused);
+#endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",
                st_cuda_describe(), o.preset, o.d.K, table.total, cfg.market_seed, cfg.instruments, cfg.bars);

@@ -56,4 +56,19 @@ int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const float *s, int 
                             const float *dalpha, int dalpha_stride, float *ds, int ds_stride, float *dc, int dc_stride,
                             int dc_accumulate, const struct st_vsn_grads_f32 *g, float *work, void *stream);
 
+/* How the forward runs its per-variable GRNs and combine: as one
+ * register-tiled kernel for Dv in {8, 16, 32} (model/vsn_forward_fused.cu)
+ * with its tile picked by the row count (ST_CUDA_VSN_FUSED, the default)
+ * or forced (_SMALL: 128-thread blocks, _LARGE: 256; the same bits, for
+ * tests), or as the cuBLAS products and element-wise kernels that the
+ * backward recomputes the activations with (ST_CUDA_VSN_UNFUSED; every
+ * other Dv always). v within fp32 rounding either way; tests check all.
+ * Process-wide, read when a forward is enqueued (a captured graph keeps
+ * the path it was captured with). */
+#define ST_CUDA_VSN_UNFUSED 0
+#define ST_CUDA_VSN_FUSED 1
+#define ST_CUDA_VSN_FUSED_SMALL 2
+#define ST_CUDA_VSN_FUSED_LARGE 3
+void st_cuda_vsn_set_fused(int mode);
+
 #endif

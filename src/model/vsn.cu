@@ -15,6 +15,11 @@
  * their parameter gradients, and the embedding's, come from small
  * reductions over s (model/vsn_fold.cu).
  *
+ * For Dv in {8, 16, 32} the forward's per-variable GRNs and combine run as
+ * one register-tiled kernel that writes only v (model/vsn_forward_fused.cu;
+ * st_cuda_vsn_set_fused(ST_CUDA_VSN_UNFUSED) turns it off); what follows
+ * describes the unfused path, which every other Dv and the backward's
+ * recomputation run.
  * Every matrix product runs through cuBLAS (cuda/linear_cuda.h, in its
  * precision): the selection GRN's linears, and the F stacked per-variable
  * GRNs as strided-batched products over the variables. The rest are plain
@@ -57,6 +62,7 @@ extern "C" {
 #include "cuda/linear_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_fold_cuda.h"
+#include "cuda/vsn_forward_fused_cuda.h"
 #include "model/vsn.h"
 }
 
@@ -635,6 +641,11 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
     ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it
+     * (vsn_forward_fused.cu), else the products and gate_combine_kernel */
+    int fused = 0;
+    ST_TRY(st_cuda_vsn_forward_fused(rows, F, Dv, wk.s, F, sv.alpha, F, w, &wk.fo, v, v_stride, st, &fused));
+    if (fused) return ST_OK;
     ST_TRY(var_products(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
     ST_TRY(gate_combine(rows, F, Dv, wk.s, *w, wk.fo.Vg, wk.a, sv.alpha, v, v_stride, st));
     return ST_OK;

@@ -25,7 +25,19 @@
  * GRN's state is saved; its size is checked as vsn_cuda.h states it).
  * Sizes: tiny (F=40, C=16, Dv=8), odd (F=37, C=11, Dv=5, K=50), a batch of
  * 64 windows, the default Dv=32, F < Dv (Hs = F), and Dv = 48 (the gate
- * kernels' lanes hold two values each, as for the large preset's 64). */
+ * kernels' lanes hold two values each, as for the large preset's 64).
+ * The forward's per-variable GRNs run as one fused kernel for Dv in {8, 16,
+ * 32} (model/vsn_forward_fused.cu) and as cuBLAS products + element-wise
+ * kernels otherwise: the cases above take the fused kernel at Dv = 8 and 32
+ * and the unfused one at Dv = 5 and 48; F = 37 at Dv = 32 and F = 13 at
+ * Dv = 16, with row counts that end in a partial tile (150 rows, 90),
+ * take the fused one too, with the tile the row count picks (128-thread
+ * blocks for so few rows) and again with 256-thread blocks forced (as
+ * tiny); tiny, the default and F = 37 run again with the unfused path
+ * forced (st_cuda_vsn_set_fused). Last, the forward alone on the GPU in
+ * each mode at the default preset's action step (4,096 windows x K=64 =
+ * 262,144 rows; 64 windows in quick mode) and at F = 37 (1,650 rows; 150
+ * quick): the fused modes bit-identical, unfused v within 1e-6, timed. */
 #include "model/vsn.h"
 
 #include <stdint.h>
@@ -376,6 +388,97 @@ static void test_case(const char *label, int windows, int K, int F, int C, int D
     free_case(&k);
 }
 
+/* The forward alone at the preset's sizes in each of its modes (s inside a
+ * padded window row with a NaN gap, v and alpha strided and poisoned): the
+ * fused kernel with its tile picked by the rows, forced to 256-thread and
+ * to 128-thread blocks, and unfused. The three fused runs give the same
+ * bits (the same expressions in the same order); fused and unfused v
+ * agree within FUSED_BOUND (both fp32 products, summed in other orders);
+ * alpha is the same bits in all four (the same selection GRN); padding is
+ * untouched. Each forward runs twice, the second timed (printed only). */
+#define FUSED_BOUND 1e-6
+#define NMODES 4
+static void test_fused_vs_unfused(const char *label, int windows, int K, int F, int C, int Dv, uint64_t seed) {
+    static const int modes[NMODES] = {ST_CUDA_VSN_FUSED, ST_CUDA_VSN_FUSED_LARGE, ST_CUDA_VSN_FUSED_SMALL,
+                                      ST_CUDA_VSN_UNFUSED};
+    static const char *names[NMODES] = {"fused (tile by rows)", "fused, 256-thread tiles", "fused, 128-thread tiles",
+                                        "unfused"};
+    vcase k = make_case(label, windows, K, F, C, Dv, seed);
+    const int R = k.rows;
+    printf("%s: the forward's modes, rows=%d (%d windows x K=%d) F=%d C=%d Dv=%d\n", label, R, windows, K, F, C, Dv);
+    vstrides st = vstrides_of(&k, 2);
+    vdev d;
+    memset(&d, 0, sizeof d);
+    const float *s, *c;
+    int s_stride, c_stride;
+    upload_inputs(&k, 2, &st, &d, &s, &s_stride, &c, &c_stride);
+    d.p = dev_upload(k.p, k.L.total);
+    d.saved = dev_poisoned(st_cuda_vsn_saved_count(R, F, C, Dv));
+    d.work = dev_poisoned(st_cuda_vsn_work_count(R, F, C, Dv));
+    float *dvs[NMODES], *das[NMODES];
+    int rc = d.p && d.saved && d.work && d.win ? ST_OK : ST_ERR_DEVICE;
+    for (int u = 0; u < NMODES; u++) {
+        dvs[u] = dev_poisoned((size_t)R * st.v_s), das[u] = dev_poisoned((size_t)R * st.alpha_s);
+        if (!dvs[u] || !das[u]) rc = ST_ERR_DEVICE;
+    }
+    CHECK(rc == ST_OK, "%s: device buffers (%zu floats of work) could not be allocated", label,
+          st_cuda_vsn_work_count(R, F, C, Dv));
+    st_vsn_weights w = bind_w(&k.L, d.p);
+    float ms[NMODES] = {0};
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    for (int u = 0; u < NMODES && rc == ST_OK; u++) {
+        st_cuda_vsn_set_fused(modes[u]);
+        for (int rep = 0; rep < 2 && rc == ST_OK; rep++) {
+            cudaEventRecord(e0, NULL);
+            rc = st_cuda_vsn_forward(R, F, C, Dv, s, s_stride, c, c_stride, &w, dvs[u], st.v_s, das[u], st.alpha_s,
+                                     d.saved, d.work, NULL);
+            cudaEventRecord(e1, NULL);
+        }
+        cudaError_t e = cudaEventSynchronize(e1);
+        if (e != cudaSuccess)
+            fprintf(stderr, "GPU VSN kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
+        if (rc == ST_OK) cudaEventElapsedTime(&ms[u], e0, e1);
+    }
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED);
+    if (rc != ST_OK) fprintf(stderr, "GPU VSN forward failed: %s\n", st_last_error());
+    CHECK(rc == ST_OK, "%s: a GPU forward failed (message above)", label);
+    if (rc == ST_OK) {
+        float *hv[NMODES], *ha[NMODES];
+        for (int u = 0; u < NMODES; u++) {
+            hv[u] = alloc_f((long)R * st.v_s), ha[u] = alloc_f((long)R * st.alpha_s);
+            dev_download(hv[u], dvs[u], (size_t)R * st.v_s);
+            dev_download(ha[u], das[u], (size_t)R * st.alpha_s);
+            printf("  forward %-28s %8.3f ms (the whole VSN forward, one call)\n", names[u], (double)ms[u]);
+        }
+        double err = rel_err_rows(hv[0], st.v_s, hv[NMODES - 1], st.v_s, R, Dv);
+        printf("  %-52s rel err %.3e (bound %.0e)\n", "v fused vs unfused", err, FUSED_BOUND);
+        CHECK(err <= FUSED_BOUND, "%s: v fused vs unfused rel err %.3e > %.0e", label, err, FUSED_BOUND);
+        for (int u = 0; u < NMODES; u++) {
+            int same_v = 1, same_alpha = 1;
+            for (int r = 0; r < R; r++) {
+                size_t ov = (size_t)r * st.v_s, oa = (size_t)r * st.alpha_s;
+                same_v &= !memcmp(hv[0] + ov, hv[u] + ov, sizeof(float) * Dv);
+                same_alpha &= !memcmp(ha[0] + oa, ha[u] + oa, sizeof(float) * F);
+            }
+            CHECK(u == NMODES - 1 || same_v, "%s: v of the %s forward differs from the %s one in its bits", label,
+                  names[u], names[0]);
+            CHECK(same_alpha, "%s: alpha of the %s forward differs from the %s one", label, names[u], names[0]);
+            CHECK(padding_untouched(hv[u], R, Dv, st.v_s) && padding_untouched(ha[u], R, F, st.alpha_s),
+                  "%s: the %s forward wrote into v's or alpha's padding", label, names[u]);
+        }
+        for (int u = 0; u < NMODES; u++)
+            free(hv[u]), free(ha[u]);
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    for (int u = 0; u < NMODES; u++) {
+        if (dvs[u]) dev_free(dvs[u]);
+        if (das[u]) dev_free(das[u]);
+    }
+    vdev_free(&d);
+    free_case(&k);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_vsn_forward(4, 0, 3, 8, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
@@ -406,6 +509,23 @@ static void run_all(void) {
     test_case("default Dv=32", 4, 64, 40, 16, 32, 0xC0DA04);
     test_case("F < Dv (Hs = F)", 2, 20, 6, 3, 8, 0xC0DA05);
     test_case("Dv=48 (two values a lane in the gate kernels)", 2, 32, 12, 5, 48, 0xC0DA06);
+    /* the fused forward with partial tiles and an odd F: 150 rows at Dv = 32 are 64-row tiles by
+     * default (few rows: 128-thread blocks), 128-row ones forced; 90 at Dv = 16, of 128 and 256 */
+    test_case("fused, F=37 Dv=32, a partial tile", 3, 50, 37, 11, 32, 0xC0DA07);
+    test_case("fused, F=13 Dv=16, a partial tile", 2, 45, 13, 7, 16, 0xC0DA08);
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED_LARGE);
+    test_case("fused 256-thread tiles, F=37 Dv=32", 3, 50, 37, 11, 32, 0xC0DA07);
+    test_case("fused 256-thread tiles, F=13 Dv=16", 2, 45, 13, 7, 16, 0xC0DA08);
+    test_case("fused 256-thread tiles, tiny", 2, 32, 40, 16, 8, 0xC0DA01);
+    /* the unfused forward forced (what every other Dv runs, and the backward's recomputation) */
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_UNFUSED);
+    test_case("tiny, unfused forward", 2, 32, 40, 16, 8, 0xC0DA01);
+    test_case("default Dv=32, unfused forward", 4, 64, 40, 16, 32, 0xC0DA04);
+    test_case("F=37 Dv=32, unfused forward", 3, 50, 37, 11, 32, 0xC0DA07);
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED);
+    /* the default preset (F=40, C=16, Dv=32, K=64) at the action step of 4,096 environments */
+    test_fused_vs_unfused("default preset", test_quick() ? 64 : 4096, 64, 40, 16, 32, 0xC0DA09);
+    test_fused_vs_unfused("F=37 Dv=32, a partial tile", test_quick() ? 3 : 33, 50, 37, 11, 32, 0xC0DA0A);
     test_bad_sizes();
 }
 #endif

@@ -1,0 +1,353 @@
+/* vsn_forward_fused.cu: the GPU VSN forward's F per-variable GRNs and the
+ * combine as one kernel (the API: cuda/vsn_forward_fused_cuda.h). Per row r
+ * and variable j (DESIGN section 5, with the embedding folded as
+ * cuda/vsn_fold_cuda.h says: U_j, V_j, Vg_j):
+ *     h1   = ELU(s[r, j] U_j + V_j)                      [Dv]
+ *     h2   = W2_j h1                                     [Dv]   (fc2; its bias is in Vg_j)
+ *     g    = Wg_j h2 + Vg_j = [g1; g2]                   [2Dv]
+ *     x    = (s[r, j] ew_j + eb_j) + g1 sigma(g2)        [Dv]   (the identity skip e_j)
+ *     t_j  = LN_j(x) = xhat ln_w_j + ln_b_j              [Dv]
+ *     v[r] = sum_j alpha[r, j] t_j                       [Dv]
+ * with W2_j = vsn.var.fc2_w[j] [Dv, Dv], Wg_j = vsn.var.glu_w[j] [2Dv, Dv].
+ * Nothing but v is written: no [rows, F Dv] buffer (the unfused forward,
+ * vsn.cu's var_products + gate_combine, writes h1, h2 [rows, F Dv] and the
+ * glu's [rows, 2 F Dv] and reads them back: 6.8 ms of the 19.4 ms action
+ * step at 4,096 environments, memory- and latency-bound).
+ *
+ * Tiling. A block of T = 256 threads owns R = 4 T / (Dv / 4) rows (128 at
+ * Dv = 32; T = 128 and half the rows where the rows would not fill a wave:
+ * fused_dispatch) and walks the variables j in order. Thread (rg, cg),
+ * cg < CG = Dv / 4, rg < RG = T / CG, owns rows rg + RG i and columns
+ * cg + CG c (i, c < 4) of every [R, Dv] product, and columns cg + CG c and
+ * Dv + cg + CG c of the glu's, so that g1 and g2 of an output meet in one
+ * thread. Per j:
+ *   1. h1 [R, Dv] into shared memory (a float4 of one row a thread-step);
+ *   2. h2 = h1 W2_j^T as 4 x 4 register tiles: for each 4 inputs k, one
+ *      float4 of each of the thread's 4 rows of h1 and one of each of its 4
+ *      rows of W2_j, 16 multiply-adds per pair: 8 shared loads per 64 FMAs;
+ *      h2 to shared memory;
+ *   3. g = h2 Wg_j^T the same way over 8 weight rows: 12 loads per 128 FMAs
+ *      (its loop over k is not unrolled: unrolled, ptxas hoists the next
+ *      step's loads and spills past the 128 registers a thread that
+ *      __launch_bounds__ leaves);
+ *   4. the gate, the norm's statistics (the CG threads of a row, adjacent
+ *      lanes, add theirs by shuffles), t and acc += alpha t in registers.
+ * W2_j, Wg_j and the per-variable vectors (U, V, Vg, ew, eb, ln_w, ln_b)
+ * and the tile's s[., j], alpha[., j] are copied by cp.async into one of
+ * two stages while variable j-1 computes (the weights are 12 KB a
+ * variable, L2-resident). Padded row strides: weight rows Dv + 4 (the CG
+ * consecutive rows a warp reads for one column tile fall in distinct
+ * 16-byte bank groups), activation rows Dv + 8 at Dv = 32 (else Dv + 4):
+ * the 4 rows x 8 columns of one scalar h2 store hit 32 distinct banks and
+ * the 4 rows of a float4 load distinct bank groups. The previous fused
+ * attempt (bench/NOTES.md change 8: a lane per output, a shuffle and a
+ * shared load per FMA) was LDS/shuffle-bound at 8.5 ms; here the inner
+ * loops are FMA-bound, one vector load per ~10 FMAs (the kernel as a whole
+ * is issue-bound by the ELU, sigmoid and double norm arithmetic besides:
+ * the count is in bench/notes-vsn-fused.md).
+ *
+ * Numbers, and how they relate to the unfused path (which the backward
+ * still runs to recompute the activations, vsn.cu var_forward):
+ *   - h1 is the same expression as st_cuda_vsn_rank1's: the same bits;
+ *   - the products are fp32 FMAs summed over k in ascending order, in both
+ *     matmul precisions (no tensor cores): within fp32 rounding of
+ *     cuBLAS's fp32 products, not their bits; in bf16 mode cuBLAS rounds
+ *     its operands to bf16, so there the forward's t is the more accurate
+ *     and the backward's recomputed t differ from it by the bf16 products'
+ *     error (~1e-3 relative), not just in the last bits;
+ *   - the gate, statistics (double, two passes over the registers) and t
+ *     are gate_combine_kernel's expressions, but the statistics' double
+ *     sums run in a different order (4 columns a thread, then a butterfly)
+ *     and rstd is a double rsqrt, not 1 / sqrt;
+ *   - acc is double, summed in variable order as gate_combine_kernel does
+ *     (fp32 over 40 terms of O(1) would lose up to ~40 ulp; double costs
+ *     32 registers and one DFMA per output a variable, ~1% of the FMAs).
+ * No atomics, no data-dependent order: bit-identical run to run and
+ * independent of the callers' strides. */
+#include <cuda_pipeline.h>
+
+#include "cuda/check.h"
+#include "cuda/vsn_device.cuh"
+
+extern "C" {
+#include "cuda/vsn_cuda.h"
+#include "cuda/vsn_forward_fused_cuda.h"
+#include "model/vsn.h"
+}
+
+static int fused_mode = ST_CUDA_VSN_FUSED; /* st_cuda_vsn_set_fused */
+extern "C" void st_cuda_vsn_set_fused(int mode) { fused_mode = mode; }
+
+/* The tile's sizes and shared-memory layout for one Dv (a multiple of 4
+ * that divides 128: CG = Dv / 4 threads share a row, within a warp) and T
+ * threads a block (256, or 128 where the rows fill less than a wave of
+ * 256-thread blocks: fused_dispatch). */
+template <int DV, int T> struct fused_shape {
+    static constexpr int CG = DV / 4;                  /* column groups: threads a row */
+    static constexpr int RG = T / CG;                  /* row groups */
+    static constexpr int R = 4 * RG;                   /* rows a block */
+    static constexpr int LDW = DV + 4;                 /* weight row stride (floats) */
+    static constexpr int LDH = DV == 32 ? 40 : DV + 4; /* activation row stride */
+    /* one stage: W2 [DV][LDW], Wg [2DV][LDW], vec [8][DV], s [R], alpha [R] */
+    static constexpr int W2 = 0, WG = DV * LDW, VEC = 3 * DV * LDW, S = VEC + 8 * DV, A = S + R, STAGE = A + R;
+    /* the vectors' rows in vec */
+    enum { U, V, B1, B2, EW, EB, LNW, LNB };
+    /* floats: two stages, then h1 and h2 [R][LDH] */
+    static constexpr int H1 = 2 * STAGE, H2 = H1 + R * LDH, TOTAL = H2 + R * LDH;
+    static_assert(DV % 4 == 0 && 32 % CG == 0, "a row's threads must be adjacent lanes of one warp");
+    static_assert(STAGE % 4 == 0 && LDW % 4 == 0 && LDH % 4 == 0, "float4 rows need 16-byte alignment");
+};
+
+struct fused_args {
+    int rows, F, s_stride, alpha_stride, v_stride;
+    const float *s, *alpha, *W2, *Wg, *U, *V, *Vg, *ew, *eb, *lnw, *lnb;
+    float *v;
+};
+
+/* Asynchronous copies of variable j's weights, vectors and the tile's s
+ * and alpha into a stage (4-byte copies: the callers' buffers carry no
+ * 16-byte alignment); rows past the end get s = alpha = 0 (finite values
+ * that are computed and never written). */
+template <int DV, int T> __device__ static void fused_stage(const fused_args &a, int j, size_t row0, float *st) {
+    typedef fused_shape<DV, T> S;
+    const int tid = threadIdx.x;
+    const float *W2 = a.W2 + (size_t)j * DV * DV, *Wg = a.Wg + (size_t)j * 2 * DV * DV;
+    for (int i = tid; i < 3 * DV * DV; i += T) { /* [W2; Wg] rows o < 3 DV, columns k */
+        const int o = i / DV, k = i % DV;
+        const float *src = o < DV ? W2 + i : Wg + (i - DV * DV);
+        __pipeline_memcpy_async(st + S::W2 + o * S::LDW + k, src, sizeof(float));
+    }
+    for (int i = tid; i < 8 * DV; i += T) {
+        const int which = i / DV, k = i % DV;
+        const size_t jk = (size_t)j * DV + k;
+        const float *src = which == S::U     ? a.U + jk
+                           : which == S::V   ? a.V + jk
+                           : which == S::B1  ? a.Vg + 2 * (size_t)j * DV + k
+                           : which == S::B2  ? a.Vg + 2 * (size_t)j * DV + DV + k
+                           : which == S::EW  ? a.ew + jk
+                           : which == S::EB  ? a.eb + jk
+                           : which == S::LNW ? a.lnw + jk
+                                             : a.lnb + jk;
+        __pipeline_memcpy_async(st + S::VEC + i, src, sizeof(float));
+    }
+    for (int i = tid; i < 2 * S::R; i += T) {
+        const int r = i % S::R;
+        const size_t row = row0 + r;
+        if (row >= (size_t)a.rows)
+            st[i < S::R ? S::S + r : S::A + r] = 0.0f;
+        else if (i < S::R)
+            __pipeline_memcpy_async(st + S::S + r, a.s + row * (size_t)a.s_stride + j, sizeof(float));
+        else
+            __pipeline_memcpy_async(st + S::A + r, a.alpha + row * (size_t)a.alpha_stride + j, sizeof(float));
+    }
+    __pipeline_commit();
+}
+
+__device__ static inline float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+
+/* acc += a . b, the 4 k in the order x, y, z, w (one accumulator of a register tile). */
+__device__ static inline void fma4(float &acc, const float4 &a, const float4 &b) {
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+    acc = fmaf(a.z, b.z, acc);
+    acc = fmaf(a.w, b.w, acc);
+}
+
+/* dev_sigmoid's value with one division for both signs (the same bits:
+ * 1/(1+e) and e/(1+e) with e = exp(-|x|)), no divergent branch. */
+__device__ static inline float sigmoid_one_div(float x) {
+    const float e = expf(-fabsf(x));
+    return (x >= 0 ? 1.0f : e) / (1.0f + e);
+}
+
+/* The sum of v over the CG adjacent lanes of one row. */
+template <int CG> __device__ static inline double row_sum(double v) {
+#pragma unroll
+    for (int o = CG / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* __launch_bounds__: 128 registers a thread, 512 threads an SM (two 256-thread blocks, four of 128). */
+template <int DV, int T> static __global__ void __launch_bounds__(T, 512 / T) vsn_fused_kernel(fused_args a) {
+    typedef fused_shape<DV, T> S;
+    constexpr int CG = S::CG, RG = S::RG, LDW = S::LDW, LDH = S::LDH;
+    extern __shared__ float4 fused_smem4[];
+    float *sm = reinterpret_cast<float *>(fused_smem4);
+    float *h1s = sm + S::H1, *h2s = sm + S::H2;
+    const int tid = threadIdx.x, cg = tid % CG, rg = tid / CG;
+    const size_t row0 = (size_t)blockIdx.x * S::R;
+    double acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            acc[i][c] = 0;
+    fused_stage<DV, T>(a, 0, row0, sm);
+    for (int j = 0; j < a.F; j++) {
+        const float *st = sm + (j & 1) * S::STAGE, *vec = st + S::VEC;
+        /* variable j's stage has landed, and every thread is past variable
+         * j-1 (its stage, h1 and h2 may be overwritten) */
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        if (j + 1 < a.F)
+            fused_stage<DV, T>(a, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
+        else
+            __pipeline_commit(); /* an empty group: the wait above stays uniform */
+        /* 1. h1 = ELU(s U + V), a float4 of one row each step (st_cuda_vsn_rank1's expression) */
+        for (int u = tid; u < S::R * CG; u += T) {
+            const int r = u / CG, k = 4 * (u % CG);
+            const float sj = st[S::S + r];
+            const float4 Uk = lds4(vec + S::U * DV + k), Vk = lds4(vec + S::V * DV + k);
+            float4 h;
+            h.x = dev_elu(sj * Uk.x + Vk.x);
+            h.y = dev_elu(sj * Uk.y + Vk.y);
+            h.z = dev_elu(sj * Uk.z + Vk.z);
+            h.w = dev_elu(sj * Uk.w + Vk.w);
+            *reinterpret_cast<float4 *>(h1s + r * LDH + k) = h;
+        }
+        __syncthreads();
+        /* 2. h2 = h1 W2^T: rows rg + RG i, columns cg + CG c */
+        {
+            float h[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    h[i][c] = 0;
+#pragma unroll
+            for (int k = 0; k < DV; k += 4) {
+                float4 x[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    x[i] = lds4(h1s + (rg + RG * i) * LDH + k);
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const float4 w = lds4(st + S::W2 + (cg + CG * c) * LDW + k);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        fma4(h[i][c], x[i], w);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    h2s[(rg + RG * i) * LDH + cg + CG * c] = h[i][c];
+        }
+        __syncthreads();
+        /* 3. g = h2 Wg^T: g[i][q] is column cg + CG q (q < 4, g1) or Dv + cg + CG (q - 4) (its g2),
+         * then the gate x = e + g1 sigma(g2) (gate_combine_kernel's expression) */
+        float x[4][4];
+        {
+            float g[4][8];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    g[i][q] = 0;
+#pragma unroll 1 /* not unrolled: unrolled, ptxas hoists the next step's loads and spills */
+            for (int k = 0; k < DV; k += 4) {
+                float4 h[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    h[i] = lds4(h2s + (rg + RG * i) * LDH + k);
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    const int o = (q < 4 ? 0 : DV) + cg + CG * (q & 3);
+                    const float4 w = lds4(st + S::WG + o * LDW + k);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        fma4(g[i][q], h[i], w);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float sj = st[S::S + rg + RG * i];
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int o = cg + CG * c;
+                    const float g1 = g[i][c] + vec[S::B1 * DV + o];
+                    const float sg = sigmoid_one_div(g[i][4 + c] + vec[S::B2 * DV + o]);
+                    x[i][c] = (sj * vec[S::EW * DV + o] + vec[S::EB * DV + o]) + g1 * sg;
+                }
+            }
+        }
+        /* 4. the norm's statistics (double, the CG threads of a row by shuffles), t and the combine */
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            double sum = 0;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                sum += x[i][c];
+            sum = row_sum<CG>(sum) * (1.0 / DV); /* Dv a power of two: the same bits as / Dv */
+            double var = 0;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                var += ((double)x[i][c] - sum) * ((double)x[i][c] - sum);
+            var = row_sum<CG>(var);
+            /* rsqrt, not 1.0 / sqrt (a double division and square root a row): within an ulp in
+             * double, so the same float as gate_combine_kernel's except where that lies within an ulp of
+             * a rounding boundary (~2^-29 of rows, and then one float ulp of rstd) */
+            const float mean = (float)sum, rstd = (float)rsqrt(var * (1.0 / DV) + VSN_EPS);
+            const double aj = (double)st[S::A + rg + RG * i];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int o = cg + CG * c;
+                const float t = xhat_of(x[i][c], mean, rstd) * vec[S::LNW * DV + o] + vec[S::LNB * DV + o];
+                acc[i][c] += aj * (double)t;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const size_t row = row0 + rg + RG * i;
+        if (row >= (size_t)a.rows) continue;
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+            a.v[row * (size_t)a.v_stride + cg + CG * c] = (float)acc[i][c];
+    }
+}
+
+template <int DV, int T> static int fused_launch(const fused_args &a, cudaStream_t st) {
+    typedef fused_shape<DV, T> S;
+    const size_t bytes = sizeof(float) * (size_t)S::TOTAL;
+    if (bytes > 49152)
+        ST_CUDA_TRY(
+            cudaFuncSetAttribute(vsn_fused_kernel<DV, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    const size_t blocks = ((size_t)a.rows + S::R - 1) / S::R;
+    vsn_fused_kernel<DV, T><<<(unsigned)blocks, T, bytes, st>>>(a);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+/* 256-thread blocks where they make at least one wave of two an SM; else
+ * 128-thread blocks of half the rows, so that a small batch (8,192 rows at
+ * Dv = 32: 64 blocks of 128 rows, or 128 of 64) still reaches every SM.
+ * The same expressions in the same order either way: the same bits. */
+template <int DV> static int fused_dispatch(const fused_args &a, int mode, cudaStream_t st) {
+    int dev = 0, sms = 0;
+    ST_CUDA_TRY(cudaGetDevice(&dev));
+    ST_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const size_t R = fused_shape<DV, 256>::R, big = ((size_t)a.rows + R - 1) / R;
+    const int large = mode == ST_CUDA_VSN_FUSED_LARGE || (mode != ST_CUDA_VSN_FUSED_SMALL && big >= 2 * (size_t)sms);
+    return large ? fused_launch<DV, 256>(a, st) : fused_launch<DV, 128>(a, st);
+}
+
+extern "C" int st_cuda_vsn_forward_fused(int rows, int F, int Dv, const float *s, int s_stride, const float *alpha,
+                                         int alpha_stride, const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo,
+                                         float *v, int v_stride, void *stream, int *taken) {
+    *taken = 0;
+    const int mode = fused_mode;
+    if (mode == ST_CUDA_VSN_UNFUSED || (Dv != 8 && Dv != 16 && Dv != 32) || F <= 0) return ST_OK;
+    *taken = 1;
+    if (rows <= 0) return ST_OK;
+    fused_args a;
+    a.rows = rows, a.F = F, a.s_stride = s_stride, a.alpha_stride = alpha_stride, a.v_stride = v_stride;
+    a.s = s, a.alpha = alpha, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w, a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg;
+    a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w, a.lnb = w->var_ln_b, a.v = v;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (Dv == 8) return fused_dispatch<8>(a, mode, st);
+    if (Dv == 16) return fused_dispatch<16>(a, mode, st);
+    return fused_dispatch<32>(a, mode, st);
+}

@@ -38,7 +38,7 @@ Counting rules (every function below follows them):
     (a second pass that recomputes what it had) is not counted. Double and
     float count alike, though FP64 runs at half the FP32 rate on the H200
     (var_gate's statistics, var_gate_bwd, dlog, combine, the RMSNorm
-    kernels, the column sums and conv_grad_params work in double: their
+    kernels, the column sums and the conv's parameter sums work in double: their
     compute floor is up to twice the one shown, still far below memory's).
   bytes: the minimum DRAM traffic of one call in float32: each input read
     once, each output written once (in place = read + write). Where the
@@ -66,7 +66,7 @@ Hand-checked numbers (the default preset at 2,048 windows: rows R =
     4 (R (P + F) + 2P) = 692,070,400 B.
   scale2_kernel: reads s [R, F], dh1, dx [R, P]; writes [R, 2P]:
     4 R (4P + F) = 2,705,326,080 B.
-  conv_forward_kernel (Ch = 384, W = 4): reads x [R, Ch], w, b; writes
+  conv_forward_tile_kernel (Ch = 384, W = 4): reads x [R, Ch], w, b; writes
     y [R, Ch]: 4 (2 R Ch + 5 Ch) = 402,660,864 B.
   chunk_backward_kernel (Bsz = 2,048, H = 8, headdim 32, N = 64, G = 1,
     nc = 2): 4 x 320,962,576 = 1,283,850,304 B.
@@ -203,27 +203,13 @@ def softmax(z):
 
 
 def conv_forward(z):
-    """conv1d.cu conv_forward_kernel (a thread per (row, channel)): reads x
-    (zx's xBC columns, [R, Ch] at stride in_proj_out; each value by the W
-    outputs that use it, from cache), w [Ch, W], b; writes xBC [R, Ch].
-    Per value W multiply-adds and SiLU (4)."""
+    """conv1d.cu conv_forward_tile_kernel (a thread per (16-row tile of a
+    window, 4 channels), the last W inputs in registers): reads x (zx's xBC
+    columns, [R, Ch] at stride in_proj_out; each value once, plus the W-1
+    rows of history before each tile, from cache), w [Ch, W], b; writes
+    xBC [R, Ch]. Per value W multiply-adds and SiLU (4)."""
     R, Ch, W = z.R, z.conv, z.W
     return Cost((2 * W + 4) * R * Ch, F4 * (2 * R * Ch + Ch * (W + 1)))
-
-
-def conv_grad_pre(z):
-    """conv1d.cu conv_grad_pre_kernel: g = dy SiLU'(pre), pre formed again
-    from x (not saved): reads dy [R, Ch], x [R, Ch], w, b; writes g
-    (work) [R, Ch]. Per value W multiply-adds, sigmoid 3, SiLU' 4, 1."""
-    R, Ch, W = z.R, z.conv, z.W
-    return Cost((2 * W + 8) * R * Ch, F4 * (3 * R * Ch + Ch * (W + 1)))
-
-
-def conv_grad_x(z):
-    """conv1d.cu conv_grad_x_kernel: reads g [R, Ch] (W taps, from cache), w;
-    writes dx (d_zx's xBC columns) [R, Ch]."""
-    R, Ch, W = z.R, z.conv, z.W
-    return Cost(2 * W * R * Ch, F4 * (2 * R * Ch + Ch * W))
 
 
 def rowsplit_splits(rows, cols):
@@ -232,16 +218,35 @@ def rowsplit_splits(rows, cols):
     return s if s > 1 else 1
 
 
-def conv_grad_params(z):
-    """conv1d.cu conv_grad_params_kernel: a block per (32 of the Ch (W + 1)
-    parameter columns, row range), rows summed in double: reads g [R, Ch]
-    and x [R, Ch]; writes the partials [splits, Ch (W + 1)] in double.
-    A tile of columns is one tap: g is read by W + 1 tiles and x by W, so
-    the design reads 4 R Ch (2W + 1) unless L2 serves the other taps."""
+def conv_groups(z):
+    """conv1d.cu tiles_of: the parameter partials' groups of tiles (16-row
+    tiles, 8 lanes a block, L tiles a lane so that a group covers ~256 rows)."""
+    tile = min(z.K, 16)
+    tiles = z.Bsz * -(-z.K // 16)
+    per = 8 * -(-256 // (8 * tile))
+    return -(-tiles // per)
+
+
+def conv_backward(z):
+    """conv1d.cu conv_backward_tile_kernel (a thread per (16-row tile, 2
+    channels)): g = dy SiLU'(pre) with pre formed again from x, dx from the
+    last W values of g, and the W + 1 parameter sums of the tile's rows in
+    double, in one pass: reads x (xBC columns of zx) and dy (d_xBC) [R, Ch],
+    w, b; writes dx (d_zx's xBC columns) [R, Ch] and the double partials
+    [groups, Ch (W + 1)]. The W-1 rows past each tile are read and their g
+    formed again (a halo, from cache). Per value W multiply-adds, sigmoid
+    3, SiLU' 4, 1; dx W multiply-adds; the sums W multiply-adds and 1."""
     R, Ch, W = z.R, z.conv, z.W
-    cols = Ch * (W + 1)
-    parts = 8 * rowsplit_splits(R, cols) * cols
-    return Cost((2 * W + 1) * R * Ch, F4 * 2 * R * Ch + parts, F4 * (2 * W + 1) * R * Ch + parts)
+    parts = 8 * conv_groups(z) * Ch * (W + 1)
+    return Cost((6 * W + 9) * R * Ch, F4 * (3 * R * Ch + Ch * (W + 1)) + parts)
+
+
+def conv_params_finish(z):
+    """conv1d.cu conv_params_finish_kernel: reads the partials [groups,
+    Ch (W + 1)] (double), adds them in order into dw, db (read + write)."""
+    Ch, W = z.conv, z.W
+    g = conv_groups(z)
+    return Cost(g * Ch * (W + 1), 8 * g * Ch * (W + 1) + F4 * 2 * Ch * (W + 1))
 
 
 def rms_forward(z):
@@ -499,10 +504,9 @@ def step_calls(z):
         "softmax_kernel": ("vsn.cu", [softmax(z)], ""),
         "rank1_kernel": ("vsn_fold.cu", [rank1(z)] * 2, ""),
         "scale2_kernel": ("vsn_fold.cu", [scale2(z)], ""),
-        "conv_grad_params_kernel": ("conv1d.cu", [conv_grad_params(z)] * L, "g, x re-read by each tap's tiles"),
-        "conv_forward_kernel": ("conv1d.cu", [conv_forward(z)] * L, ""),
-        "conv_grad_pre_kernel": ("conv1d.cu", [conv_grad_pre(z)] * L, ""),
-        "conv_grad_x_kernel": ("conv1d.cu", [conv_grad_x(z)] * L, ""),
+        "conv_forward_tile_kernel": ("conv1d.cu", [conv_forward(z)] * L, "history rows from cache"),
+        "conv_backward_tile_kernel": ("conv1d.cu", [conv_backward(z)] * L, "halo rows from cache"),
+        "conv_params_finish_kernel": ("conv1d.cu", [conv_params_finish(z)] * L, ""),
         "rms_backward_kernel": ("rmsnorm_gated.cu", [rms_backward(z)] * L, ""),
         "rms_forward_kernel": ("rmsnorm_gated.cu", [rms_forward(z)] * L, ""),
         "rms_grad_w_kernel": ("rmsnorm_gated.cu", [rms_grad_w(z)] * L, ""),

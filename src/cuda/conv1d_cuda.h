@@ -11,15 +11,18 @@
  * x, y, dy, dx [Bsz*K, Ch] with their own row strides (x typically a column
  * slice of the in_proj output); w [Ch, W] row-major, b [Ch]. W may exceed K.
  * Device pointers; stream a cudaStream_t (NULL: default). Parameter sums run
- * over rows in a fixed order (bit-identical from run to run). Returns ST_OK
- * or ST_ERR_DEVICE. */
+ * over rows in double, in a fixed order (bit-identical from run to run; the
+ * order depends on the shapes only, not on the strides). Returns ST_OK or
+ * ST_ERR_DEVICE. */
 #ifndef ST_CONV1D_CUDA_H
 #define ST_CONV1D_CUDA_H
 
 #include <stddef.h>
 
-/* Device floats the backward's work buffer holds (g, contiguous [Bsz*K, Ch]). */
-size_t st_cuda_conv1d_work_count(int Bsz, int K, int Ch);
+/* Device floats the backward's work buffer holds: for W <= 4 the double
+ * partials of the parameter sums (about Bsz*K*Ch*(W+1)/128 floats), for
+ * wider W g itself (contiguous [Bsz*K, Ch]). */
+size_t st_cuda_conv1d_work_count(int Bsz, int K, int Ch, int W);
 
 int st_cuda_conv1d_forward(int Bsz, int K, int Ch, int W, const float *x, int x_stride, const float *w, const float *b,
                            int silu, float *y, int y_stride, void *stream);

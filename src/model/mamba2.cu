@@ -81,7 +81,7 @@ static m2_work m2_work_layout(const m2_sizes *s, float *base) {
     w.d_ssd_y = m2_carve(base, &off, R * s->d_inner);
     w.d_zx = m2_carve(base, &off, R * s->in_out);
     w.d_xBC = m2_carve(base, &off, R * s->conv_dim);
-    w.conv = m2_carve(base, &off, st_cuda_conv1d_work_count(s->Bsz, s->K, s->conv_dim));
+    w.conv = m2_carve(base, &off, st_cuda_conv1d_work_count(s->Bsz, s->K, s->conv_dim, s->W));
     w.total = off;
     return w;
 }

@@ -48,4 +48,16 @@ void st_cuda_ssd_set_staging(int on);
  * Process-wide. */
 void st_cuda_ssd_set_scan(int on);
 
+/* The same for the backward: one kernel a (window, head) that walks its
+ * chunks forward for the states and back for the gradients (1, the
+ * default, where the shape fits: model/ssd_scan_backward.cu), or the
+ * chunk-parallel summary, state pass and backward kernels (0). The same
+ * results either way; tests check both. Process-wide. */
+void st_cuda_ssd_set_scan_backward(int on);
+
+/* 1 when st_cuda_ssd_backward_chunked with these sizes would run as the
+ * scan backward on the current device under the current switches (for the
+ * tests, which check that the path they compare is the one taken). */
+int st_cuda_ssd_backward_is_scan(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 #endif

@@ -20,10 +20,17 @@
  * each run twice (bit-identical: no atomics). Last, a long window (K=256,
  * dt=0.5, A=-16, so exp(-2048) over the window) stays finite and matches.
  * The forward runs as the scan kernel and as the chunk-parallel kernels
- * (st_cuda_ssd_set_scan), staged and not, and the two agree.
+ * (st_cuda_ssd_set_scan), staged and not, and the two agree. So does the
+ * backward (st_cuda_ssd_set_scan_backward): the cases above run the scan
+ * backward where it fits (checked: st_cuda_ssd_backward_is_scan), the
+ * default and odd shapes run once more on the chunk-parallel backward, and
+ * the two backwards are compared gradient by gradient (expected: the same
+ * bits; bound 1e-6) at the default shape, an odd one (P=23, N=13, G=2, K=50
+ * with Q=16: a short last chunk, P N > 256) and windows of 16 and 32 chunks.
  * SSMTRADE_TEST_QUICK (the sanitizer runs): the grids take Q in {16, 32} x
- * K in {50, 64} (padding, several chunks, a short last chunk) and the long
- * window only Q = 16 (its state pass). */
+ * K in {50, 64} (padding, several chunks, a short last chunk), the long
+ * window only Q = 16 (its state pass), the chunk-parallel backward only the
+ * default shape and the backwards' comparison not the 32 chunks. */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -470,6 +477,43 @@ static void test_scan_vs_chunked(const char *label, int Bsz, int K, int H, int P
     free_result(&scan), free_result(&chunked), free_problem(&pb);
 }
 
+/* The scan backward (one kernel a (b, h), ssd_scan_backward.cu) against the
+ * chunk-parallel summary, state pass and chunk_backward on the same inputs:
+ * the same step code, sums in the same order and states rounded where the
+ * other rounds them, so every gradient should keep its bits (the bound
+ * leaves room only for a different contraction into FMAs). */
+static void test_scan_bwd_vs_chunked(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q,
+                                     uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result scan = make_result(&pb), chunked = make_result(&pb);
+    int is_scan = st_cuda_ssd_backward_is_scan(Bsz, K, H, P, G, N, Q);
+    CHECK(is_scan, "%s: the scan backward does not take this shape (the comparison would be vacuous)", label);
+    int pad_s = 0, pad_c = 0, ok = gpu_run(&pb, Q, 1, &scan, &pad_s) == ST_OK;
+    st_cuda_ssd_set_scan_backward(0);
+    CHECK(!st_cuda_ssd_backward_is_scan(Bsz, K, H, P, G, N, Q), "%s: st_cuda_ssd_set_scan_backward(0) ignored", label);
+    ok = ok && gpu_run(&pb, Q, 1, &chunked, &pad_c) == ST_OK;
+    st_cuda_ssd_set_scan_backward(1);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        printf("%s: scan vs chunk-parallel backward (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d, %d chunks):\n", label, Bsz,
+               K, H, P, G, N, Q, (K + Q - 1) / Q);
+        for (int i = T_DX; i < T_COUNT; i++) {
+            long where, rows;
+            int cols;
+            double gv, rv, err = tensor_err(&pb, i, &scan, &chunked, &where, &gv, &rv);
+            tensor_shape(&pb, i, &rows, &cols);
+            int same = !memcmp(*tensor_ptr(&scan, i), *tensor_ptr(&chunked, i), sizeof(float) * (size_t)(rows * cols));
+            printf("  %-4s rel diff %.2e%s\n", tensor_names[i], err, same ? " (bit-identical)" : "");
+            CHECK(err <= 1e-6,
+                  "%s: the scan backward's %s differs from the chunk-parallel one by %.2e (row %ld col %ld: %.9g vs "
+                  "%.9g)",
+                  label, tensor_names[i], err, where / cols, where % cols, gv, rv);
+        }
+        CHECK(pad_s && pad_c, "%s: a backward wrote into output padding", label);
+    }
+    free_result(&scan), free_result(&chunked), free_problem(&pb);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_ssd_forward_chunked(1, 4, 3, 2, 2, 2, 4, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
@@ -484,6 +528,8 @@ static void run_all(void) {
     test_grid(4, 16, 2, 16, 3000);
     test_one("batch of 64 windows", 64, 32, 4, 16, 1, 16, 16, 4000);
     test_one("default shape", 8, 64, 8, 32, 1, 64, 32, 5000);
+    CHECK(st_cuda_ssd_backward_is_scan(8, 64, 8, 32, 1, 64, 32),
+          "default shape: the backward does not run as the scan kernel (so the CPU comparisons do not cover it)");
     test_one("large preset shape (backward unstaged: too big)", 2, 128, 8, 64, 1, 128, 64, 5500);
     st_cuda_ssd_set_staging(0);
     test_one("default shape, rows read from global memory", 8, 64, 8, 32, 1, 64, 32, 5000);
@@ -501,6 +547,16 @@ static void run_all(void) {
     if (!test_quick()) test_long_window(64);
     if (!test_quick()) test_long_window(32);
     test_long_window(16); /* 16 chunks: more than the chunk kernels fuse, so the state pass runs with staging on */
+    /* the chunk-parallel backward with staged rows (the scan backward is off) */
+    st_cuda_ssd_set_scan_backward(0);
+    test_one("default shape, chunk-parallel backward", 8, 64, 8, 32, 1, 64, 32, 5000);
+    if (!test_quick()) test_grid(8, 24, 2, 10, 2000);
+    if (!test_quick()) test_long_window(16);
+    st_cuda_ssd_set_scan_backward(1);
+    test_scan_bwd_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5600);
+    test_scan_bwd_vs_chunked("odd shape", 5, 50, 8, 23, 2, 13, 16, 5700);
+    test_scan_bwd_vs_chunked("long window, 16 chunks", 2, 256, 8, 32, 1, 64, 16, 5800);
+    if (!test_quick()) test_scan_bwd_vs_chunked("long window, 32 chunks", 2, 256, 4, 16, 2, 16, 8, 5900);
     test_bad_sizes();
 }
 #endif

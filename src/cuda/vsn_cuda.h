@@ -71,4 +71,18 @@ int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const float *s, int 
 #define ST_CUDA_VSN_FUSED_LARGE 3
 void st_cuda_vsn_set_fused(int mode);
 
+/* Whether the backward's gate, norm and softmax kernels (the recomputed
+ * gates and statistics, their backward, dalpha) give each (row, variable)
+ * a group of Dv/4 lanes holding 4 values each (1, the default, where Dv %
+ * 4 == 0, Dv <= 32 and `work` is 16-byte aligned) or a warp (0; every
+ * other Dv). The same results up to the order of their double sums; tests
+ * check both. Process-wide. */
+void st_cuda_vsn_set_gate_lanes(int on);
+
+/* The lanes a (row, variable) group of those kernels for these sizes under
+ * the current setting (1, 2, 4 or 8), 0 where a warp takes each: what a
+ * backward with a 16-byte-aligned `work` runs (tests ask which path they
+ * cover). */
+int st_cuda_vsn_gate_group(int rows, int F, int Dv);
+
 #endif

@@ -295,6 +295,282 @@ static int launch_warps(size_t n, cudaStream_t st, void (*kernel)(Params...), Ar
     return ST_OK;
 }
 
+/* ---- lane groups: the gate kernels for Dv % 4 == 0, Dv <= 32 ------------- */
+
+/* A warp per item (var_gate_kernel and its backward below) leaves 32 - Dv
+ * lanes idle for Dv < 32, and every item costs two 5-level reductions of
+ * doubles and a double sqrt behind its loads. Where Dv % 4 == 0 and
+ * Dv <= 32 an item is a group of G lanes instead (G the power of two >=
+ * Dv/4), lane q of the group holding values 4q..4q+3 as a float4 (the
+ * lanes with 4q >= Dv idle: Dv = 12, 24...), so that a warp works on 32/G
+ * items at once and each reduction is log2 G shuffle levels for all of
+ * them. The items are (row, variable) pairs in order, it = r F + j, so an
+ * item's values start at it Dv (x, dE) and it 2Dv (glu, g2 Dv later): the
+ * warp's accesses are contiguous, and 16-byte aligned where `work` is (P
+ * and the slots' offsets in it are multiples of 4 floats; the launchers
+ * check the pointers, and read the weights and dv, whose offsets and
+ * strides are the callers', as scalars where they are not aligned). A lane
+ * sums its 4 values in double, then the group shuffles: another order
+ * than the warp-per-item kernels' (and the forward's gate_combine_kernel:
+ * the statistics may differ from its in the last bit), the same meanings
+ * of every buffer. st_cuda_vsn_set_gate_lanes(0) keeps the warp-per-item
+ * kernels, the path of every other Dv. */
+
+static int vsn_gate_lanes = 1;
+extern "C" void st_cuda_vsn_set_gate_lanes(int on) { vsn_gate_lanes = on != 0; }
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* 4 consecutive floats at p: one load where vec (p 16-byte aligned), else four. */
+__device__ static inline float4 ld4(const float *p, bool vec) {
+    if (vec) return *(const float4 *)p;
+    return make_float4(p[0], p[1], p[2], p[3]);
+}
+
+/* The sum of v over the G lanes of an aligned group, every lane getting it. */
+template <int G> __device__ static inline double group_sum(double v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+extern "C" int st_cuda_vsn_gate_group(int rows, int F, int Dv) {
+    if (!vsn_gate_lanes || rows <= 0 || F <= 0 || Dv <= 0 || Dv % 4 != 0 || Dv > 32 ||
+        (size_t)rows * F > 0x7fffffffu) /* the kernels divide item numbers in 32 bits */
+        return 0;
+    int G = 1;
+    while (4 * G < Dv)
+        G *= 2;
+    return G;
+}
+
+/* The lanes a group of the lane-group kernels, or 0 where they do not
+ * apply (st_cuda_vsn_gate_group, or a's slots and dE not 16-byte aligned). */
+static int gate_group(int rows, int F, int Dv, const vsn_var &a, const float *dE) {
+    if (!aligned16(a.glu) || !aligned16(a.x) || (dE && !aligned16(dE))) return 0;
+    return st_cuda_vsn_gate_group(rows, F, Dv);
+}
+
+/* var_gate_kernel's work (its comment) in lane groups: the glu's bias, the
+ * gate x = e + g1 sigma(g2), sigma(g2) into gl, and x's statistics. Each
+ * lane has U items (32/G apart) in flight; vw: the weights aligned. */
+template <int G, int U>
+static __global__ void var_gate_lanes_kernel(int rows, int F, int Dv, const float *s, int s_stride, const float *ew,
+                                             const float *eb, const float *glu_b, bool vw, vsn_var a) {
+    constexpr int IPW = 32 / G; /* items a warp for each u */
+    const size_t n = (size_t)rows * F;
+    const int lane = threadIdx.x & 31, q = lane % G, k = 4 * q;
+    const bool on = k < Dv;
+    const size_t step = (size_t)gridDim.x * blockDim.x / 32 * (IPW * U);
+    for (size_t base = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32 * (IPW * U); base < n; base += step) {
+        float xv[U][4];
+        double sum[U], var[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t it = base + u * IPW + lane / G;
+            sum[u] = 0;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                xv[u][c] = 0;
+            if (it >= n || !on) continue; /* the same for the group, or an idle lane */
+            const unsigned r = (unsigned)it / (unsigned)F, j = (unsigned)it % (unsigned)F;
+            const size_t col = (size_t)j * Dv + k;
+            float4 *gl = (float4 *)(a.glu + it * 2 * Dv + k);
+            const float4 g1v = gl[0], g2v = gl[Dv / 4];
+            const float4 b1 = ld4(glu_b + 2 * (size_t)j * Dv + k, vw),
+                         b2 = ld4(glu_b + 2 * (size_t)j * Dv + Dv + k, vw);
+            const float4 wv = ld4(ew + col, vw), bv = ld4(eb + col, vw);
+            const float sj = s[(size_t)r * s_stride + j];
+            const float g1i[4] = {g1v.x, g1v.y, g1v.z, g1v.w}, g2i[4] = {g2v.x, g2v.y, g2v.z, g2v.w};
+            const float b1i[4] = {b1.x, b1.y, b1.z, b1.w}, b2i[4] = {b2.x, b2.y, b2.z, b2.w};
+            const float wi[4] = {wv.x, wv.y, wv.z, wv.w}, bi[4] = {bv.x, bv.y, bv.z, bv.w};
+            float g1o[4], sgo[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                g1o[c] = g1i[c] + b1i[c];
+                sgo[c] = dev_sigmoid(g2i[c] + b2i[c]);
+                xv[u][c] = (sj * wi[c] + bi[c]) + g1o[c] * sgo[c];
+                sum[u] += xv[u][c];
+            }
+            gl[0] = make_float4(g1o[0], g1o[1], g1o[2], g1o[3]);
+            gl[Dv / 4] = make_float4(sgo[0], sgo[1], sgo[2], sgo[3]);
+            *(float4 *)(a.x + it * Dv + k) = make_float4(xv[u][0], xv[u][1], xv[u][2], xv[u][3]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            sum[u] = group_sum<G>(sum[u]) / Dv, var[u] = 0;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                if (on) var[u] += ((double)xv[u][c] - sum[u]) * ((double)xv[u][c] - sum[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            var[u] = group_sum<G>(var[u]);
+            const size_t it = base + u * IPW + lane / G;
+            if (q == 0 && it < n) {
+                a.mean[it] = (float)sum[u];
+                a.rstd[it] = (float)(1.0 / sqrt(var[u] / Dv + VSN_EPS));
+            }
+        }
+    }
+}
+
+/* var_gate_bwd_kernel's work (its comment, in place as it is) in lane
+ * groups: from dt = alpha_j dv, dE = dx (LayerNorm backward), glu -> dgl,
+ * x -> pw. vw: ln_w aligned; vd: dv's rows (pointer and stride) aligned. */
+template <int G, int U>
+static __global__ void var_gate_bwd_lanes_kernel(int rows, int F, int Dv, const float *ln_w, bool vw, vsn_var va,
+                                                 const float *alpha, const float *dv, int dv_stride, bool vd,
+                                                 float *dE) {
+    constexpr int IPW = 32 / G;
+    const size_t n = (size_t)rows * F;
+    const int lane = threadIdx.x & 31, q = lane % G, k = 4 * q;
+    const bool on = k < Dv;
+    const size_t step = (size_t)gridDim.x * blockDim.x / 32 * (IPW * U);
+    for (size_t base = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32 * (IPW * U); base < n; base += step) {
+        float xh[U][4], pa[U][4], g1[U][4], sgt[U][4], rsv[U];
+        double gk[U][4], sg[U], sgx[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t it = base + u * IPW + lane / G;
+            sg[u] = 0, sgx[u] = 0, rsv[u] = 0;
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                xh[u][c] = 0, pa[u][c] = 0, g1[u][c] = 0, sgt[u][c] = 0, gk[u][c] = 0;
+            if (it >= n || !on) continue; /* the same for the group, or an idle lane */
+            const unsigned r = (unsigned)it / (unsigned)F, j = (unsigned)it % (unsigned)F;
+            const float4 xv = *(const float4 *)(va.x + it * Dv + k);
+            const float4 *gl = (const float4 *)(va.glu + it * 2 * Dv + k);
+            const float4 g1v = gl[0], sgv = gl[Dv / 4];
+            const float4 dvv = ld4(dv + (size_t)r * dv_stride + k, vd), lw = ld4(ln_w + (size_t)j * Dv + k, vw);
+            const float mean = va.mean[it], rs = rsv[u] = va.rstd[it];
+            const double a = alpha[it];
+            const float xi[4] = {xv.x, xv.y, xv.z, xv.w}, di[4] = {dvv.x, dvv.y, dvv.z, dvv.w};
+            const float wi[4] = {lw.x, lw.y, lw.z, lw.w};
+            g1[u][0] = g1v.x, g1[u][1] = g1v.y, g1[u][2] = g1v.z, g1[u][3] = g1v.w;
+            sgt[u][0] = sgv.x, sgt[u][1] = sgv.y, sgt[u][2] = sgv.z, sgt[u][3] = sgv.w;
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const double ad = a * di[c];
+                gk[u][c] = ad * wi[c];
+                pa[u][c] = (float)ad;
+                xh[u][c] = xhat_of(xi[c], mean, rs);
+                sg[u] += gk[u][c];
+                sgx[u] += gk[u][c] * xh[u][c];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            sg[u] = group_sum<G>(sg[u]) / Dv;
+            sgx[u] = group_sum<G>(sgx[u]) / Dv;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t it = base + u * IPW + lane / G;
+            if (it >= n || !on) continue;
+            const float rs = rsv[u];
+            float dx[4], d1[4], d2[4], pw[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                dx[c] = (float)((double)rs * (gk[u][c] - sg[u] - xh[u][c] * sgx[u]));
+                d1[c] = dx[c] * sgt[u][c];
+                d2[c] = dx[c] * g1[u][c] * sgt[u][c] * (1.0f - sgt[u][c]);
+                pw[c] = pa[u][c] * xh[u][c];
+            }
+            float4 *gl = (float4 *)(va.glu + it * 2 * Dv + k);
+            *(float4 *)(dE + it * Dv + k) = make_float4(dx[0], dx[1], dx[2], dx[3]);
+            gl[0] = make_float4(d1[0], d1[1], d1[2], d1[3]);
+            gl[Dv / 4] = make_float4(d2[0], d2[1], d2[2], d2[3]);
+            *(float4 *)(va.x + it * Dv + k) = make_float4(pw[0], pw[1], pw[2], pw[3]);
+        }
+    }
+}
+
+/* dlog_kernel's work (its comment) in lane groups, a warp per row: the
+ * 32/G groups take 32/G variables at a time (U such passes in flight),
+ * each summing dv . t_j over its lanes; each group adds alpha_j dalpha_j
+ * of its own variables, then the warp the groups' sums. vw: ln_w and ln_b
+ * aligned; vd: dv's rows aligned. */
+template <int G, int U>
+static __global__ void __launch_bounds__(VSN_THREADS, 4)
+    dlog_lanes_kernel(int rows, int F, int Dv, const float *ln_w, const float *ln_b, bool vw, vsn_var va,
+                      const float *alpha, const float *dv, int dv_stride, bool vd, const float *dalpha,
+                      int dalpha_stride, float *dlog) {
+    constexpr int VPW = 32 / G; /* variables a warp for each u */
+    const size_t P = (size_t)F * Dv;
+    const int lane = threadIdx.x & 31, q = lane % G, k = 4 * q, grp = lane / G;
+    const bool on = k < Dv;
+    WARP_LOOP(r, (size_t)rows) {
+        const float *a = alpha + r * F, *xr = va.x + r * P, *mr = va.mean + r * F, *rr = va.rstd + r * F;
+        float *dl = dlog + r * F;
+        float d[4] = {0, 0, 0, 0};
+        if (on) {
+            const float4 dvv = ld4(dv + r * (size_t)dv_stride + k, vd);
+            d[0] = dvv.x, d[1] = dvv.y, d[2] = dvv.z, d[3] = dvv.w;
+        }
+        double dot = 0;
+        for (int j0 = 0; j0 < F; j0 += VPW * U) {
+            float4 xv[U], lw[U], lb[U];
+            float mu[U], rs[U], aj[U], daj[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int j = j0 + u * VPW + grp;
+                xv[u] = lw[u] = lb[u] = make_float4(0, 0, 0, 0), mu[u] = rs[u] = aj[u] = daj[u] = 0;
+                if (j >= F) continue;
+                aj[u] = a[j], daj[u] = dalpha ? dalpha[r * (size_t)dalpha_stride + j] : 0.0f;
+                if (!on) continue;
+                xv[u] = *(const float4 *)(xr + (size_t)j * Dv + k);
+                lw[u] = ld4(ln_w + (size_t)j * Dv + k, vw), lb[u] = ld4(ln_b + (size_t)j * Dv + k, vw);
+                mu[u] = mr[j], rs[u] = rr[j];
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int j = j0 + u * VPW + grp;
+                const float xi[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
+                const float wi[4] = {lw[u].x, lw[u].y, lw[u].z, lw[u].w}, bi[4] = {lb[u].x, lb[u].y, lb[u].z, lb[u].w};
+                double da = 0;
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    if (on) da += (double)d[c] * (double)(xhat_of(xi[c], mu[u], rs[u]) * wi[c] + bi[c]);
+                da = group_sum<G>(da);
+                if (j >= F) continue;
+                da += dalpha ? (double)daj[u] : 0.0;
+                if (q == 0) dl[j] = (float)da;
+                dot += (double)aj[u] * da;
+            }
+        }
+        /* the groups' sums (each group's lanes hold the same) */
+#pragma unroll
+        for (int o = G; o < 32; o <<= 1)
+            dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        __syncwarp();
+        for (int j = lane; j < F; j += 32)
+            dl[j] = (float)((double)a[j] * ((double)dl[j] - dot));
+        __syncwarp();
+    }
+}
+
+/* Launches kernel<G, U> for the group width G (1, 2, 4 or 8). */
+#define VSN_LANES_LAUNCH(kernel, U, items, ...)                                                                        \
+    switch (G) {                                                                                                       \
+    case 1: return launch_warps((items), st, kernel<1, U>, __VA_ARGS__);                                               \
+    case 2: return launch_warps((items), st, kernel<2, U>, __VA_ARGS__);                                               \
+    case 4: return launch_warps((items), st, kernel<4, U>, __VA_ARGS__);                                               \
+    default: return launch_warps((items), st, kernel<8, U>, __VA_ARGS__);                                              \
+    }
+
+/* Items in flight a lane in the lane-group gate kernels. */
+#define VAR_GATE_LANES_U 2
+#define VAR_GATE_BWD_LANES_U 1
+#define DLOG_LANES_U 2
+
+/* Warp iterations for n items, ipl a lane at a time in groups of G. */
+static size_t lane_warps(size_t n, int G, int ipl) {
+    size_t per = (size_t)(32 / G) * ipl;
+    return (n + per - 1) / per;
+}
+
 /* A warp per VAR_GATE_ITEMS (row r, variable j) items (j fastest): the
  * glu's bias, the gate and the identity skip, x = e + g1 sigma(g2) with
  * e = s_j ew_j + eb_j (made here: E is never stored), gl's second half
@@ -358,6 +634,12 @@ static __global__ void var_gate_kernel(int rows, int F, int Dv, const float *s, 
  * ST_CUDA_VSN_MAX_DV = 32 * 8 on the GPU: vsn_check_sizes). */
 static int var_gate(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w &w, const float *glu_b,
                     const vsn_var &a, cudaStream_t st) {
+    const int G = gate_group(rows, F, Dv, a, NULL);
+    if (G) {
+        const bool vw = aligned16(w.embed_w) && aligned16(w.embed_b) && aligned16(glu_b);
+        VSN_LANES_LAUNCH(var_gate_lanes_kernel, VAR_GATE_LANES_U, lane_warps((size_t)rows * F, G, VAR_GATE_LANES_U),
+                         rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, vw, a);
+    }
     size_t items = ((size_t)rows * F + VAR_GATE_ITEMS - 1) / VAR_GATE_ITEMS;
     if (Dv <= 32)
         return launch_warps(items, st, var_gate_kernel<1>, rows, F, Dv, s, s_stride, w.embed_w, w.embed_b, glu_b, a);
@@ -514,6 +796,19 @@ static __global__ void dlog_kernel(int rows, int F, int Dv, vsn_w w, vsn_var va,
     }
 }
 
+/* dlog_kernel, or its lane-group form where it applies (a warp a row either way). */
+static int dlog(int rows, int F, int Dv, const vsn_w &w, const vsn_var &a, const float *alpha, const float *dv,
+                int dv_stride, const float *dalpha, int dalpha_stride, float *dl, cudaStream_t st) {
+    const int G = gate_group(rows, F, Dv, a, NULL);
+    if (G) {
+        const bool vw = aligned16(w.var_ln_w) && aligned16(w.var_ln_b), vd = aligned16(dv) && dv_stride % 4 == 0;
+        VSN_LANES_LAUNCH(dlog_lanes_kernel, DLOG_LANES_U, (size_t)rows, rows, F, Dv, w.var_ln_w, w.var_ln_b, vw, a,
+                         alpha, dv, dv_stride, vd, dalpha, dalpha_stride, dl);
+    }
+    return launch_warps((size_t)rows, st, dlog_kernel, rows, F, Dv, w, a, alpha, dv, dv_stride, dalpha, dalpha_stride,
+                        dl);
+}
+
 /* A warp per VAR_GATE_ITEMS (row r, variable j) items (j fastest; lane l
  * holds k = l + 32 m, m < KM, as var_gate_kernel): the backward of norm j
  * and the gate from dt_j = alpha_j dv: LayerNorm -> dx (written to dE: the
@@ -583,6 +878,13 @@ static __global__ void var_gate_bwd_kernel(int rows, int F, int Dv, const float 
 /* var_gate_bwd_kernel at the register width Dv needs (as var_gate). */
 static int var_gate_bwd(int rows, int F, int Dv, const vsn_w &w, const vsn_var &a, const float *alpha, const float *dv,
                         int dv_stride, float *dE, cudaStream_t st) {
+    const int G = gate_group(rows, F, Dv, a, dE);
+    if (G) {
+        const bool vw = aligned16(w.var_ln_w), vd = aligned16(dv) && dv_stride % 4 == 0;
+        VSN_LANES_LAUNCH(var_gate_bwd_lanes_kernel, VAR_GATE_BWD_LANES_U,
+                         lane_warps((size_t)rows * F, G, VAR_GATE_BWD_LANES_U), rows, F, Dv, w.var_ln_w, vw, a, alpha,
+                         dv, dv_stride, vd, dE);
+    }
     size_t items = ((size_t)rows * F + VAR_GATE_ITEMS - 1) / VAR_GATE_ITEMS;
     if (Dv <= 32)
         return launch_warps(items, st, var_gate_bwd_kernel<1>, rows, F, Dv, w.var_ln_w, a, alpha, dv, dv_stride, dE);
@@ -759,8 +1061,7 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
     ST_TRY(var_forward(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
-    ST_TRY(launch_warps(R, st, dlog_kernel, rows, F, Dv, *w, wk.a, (const float *)sv.alpha, dv, dv_stride, dalpha,
-                        dalpha_stride, wk.dlog));
+    ST_TRY(dlog(rows, F, Dv, *w, wk.a, (const float *)sv.alpha, dv, dv_stride, dalpha, dalpha_stride, wk.dlog, st));
     ST_TRY(st_cuda_vsn_fold_grads_zero(F, Dv, &wk.fr, st));
     ST_TRY(var_backward(rows, F, Dv, wk.s, F, dv, dv_stride, *w, *g, sv, wk, st));
     ST_TRY(sel_backward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));

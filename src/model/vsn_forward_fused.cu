@@ -44,7 +44,7 @@
  * shared load per FMA) was LDS/shuffle-bound at 8.5 ms; here the inner
  * loops are FMA-bound, one vector load per ~10 FMAs (the kernel as a whole
  * is issue-bound by the ELU, sigmoid and double norm arithmetic besides:
- * the count is in bench/notes-vsn-fused.md).
+ * the count is in bench/NOTES.md, change 12).
  *
  * Numbers, and how they relate to the unfused path (which the backward
  * still runs to recompute the activations, vsn.cu var_forward):

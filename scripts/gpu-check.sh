@@ -90,8 +90,9 @@ if has sanitize; then
   # Each GPU test under memcheck and racecheck, SANITIZE_JOBS at a time
   # (they are slow, and small: the card takes several at once).
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
-  # Under the tools test_cuda_trainer and test_cuda_evaluate (both tools) and test_cuda_vsn and
-  # test_cuda_model (racecheck) ran past 170-240 s on 2026-12-01: SANITIZE_SLOW names them.
+  # Under the tools test_cuda_trainer and test_cuda_evaluate (both tools), test_cuda_vsn,
+  # test_cuda_model, test_cuda_ssd and test_cuda_dist (racecheck) ran past 170-240 s on
+  # 2026-12-01: SANITIZE_SLOW names them.
   export SSMTRADE_TEST_QUICK=1 CS OUT SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-240} OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=1
   # Every run stops by SAN_END (a run that starts late gets what is left, none
   # under 20 s); the per-run logs stay in SAN_LOGS, off $OUT (at most 8 files
@@ -99,11 +100,11 @@ if has sanitize; then
   export SAN_END=$(( $(date +%s) + ${SANITIZE_BUDGET:-480} )) SAN_LOGS=/tmp/sanitize_logs
   rm -rf "$SAN_LOGS" && mkdir -p "$SAN_LOGS"
   : >"$OUT/sanitize.txt"
-  export SANITIZE_SLOW=${SANITIZE_SLOW:-"test_cuda_trainer test_cuda_evaluate test_cuda_vsn test_cuda_model"}
+  export SANITIZE_SLOW=${SANITIZE_SLOW:-"test_cuda_trainer test_cuda_evaluate test_cuda_vsn test_cuda_model test_cuda_ssd test_cuda_dist"}
   export SANITIZE_SLOW_TIMEOUT=${SANITIZE_SLOW_TIMEOUT:-600}
   # SANITIZE_PARTS: "PROGRAM:N ...": PROGRAM runs as N processes in parallel,
   # SSMTRADE_TEST_PART=k/N each (its cases k, k+N, ...; tests/test.h)
-  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:6 test_cuda_model:7 test_cuda_dist:4 test_cuda_evaluate:4"}
+  export SANITIZE_PARTS=${SANITIZE_PARTS:-"test_cuda_trainer:6 test_cuda_model:7 test_cuda_dist:4 test_cuda_evaluate:4 test_cuda_ssd:6"}
   san_one() {
     tool=$1 t=$2 part=${3:--} n=$(basename "$2")
     # the slow programs get SANITIZE_SLOW_TIMEOUT (the tests' stdout is line-buffered: a timed-out log shows how far it got)

@@ -522,42 +522,71 @@ static void test_bad_sizes(void) {
     st_clear_error();
 }
 
+/* The cases, numbered for SSMTRADE_TEST_PART (tests/test.h: the sanitizer
+ * runs split the program over processes); each case sets the switches it
+ * needs and leaves the defaults (staging, scan forward and backward on). */
+static void set_paths(int staging, int scan, int scan_backward) {
+    st_cuda_ssd_set_staging(staging);
+    st_cuda_ssd_set_scan(scan);
+    st_cuda_ssd_set_scan_backward(scan_backward);
+}
+
+static void run_numbered(int i) {
+    set_paths(1, 1, 1);
+    switch (i) {
+    case 0: test_grid(4, 16, 1, 16, 1000); break; /* tiny: d_inner 64, headdim 16, N 16 */
+    case 1: test_grid(8, 24, 2, 10, 2000); break; /* odd: d_inner 192, headdim 24, N 10, two groups */
+    case 2: test_grid(4, 16, 2, 16, 3000); break;
+    case 3:
+        test_one("batch of 64 windows", 64, 32, 4, 16, 1, 16, 16, 4000);
+        test_one("default shape", 8, 64, 8, 32, 1, 64, 32, 5000);
+        CHECK(st_cuda_ssd_backward_is_scan(8, 64, 8, 32, 1, 64, 32),
+              "default shape: the backward does not run as the scan kernel (so the CPU comparisons do not cover it)");
+        test_one("large preset shape (backward unstaged: too big)", 2, 128, 8, 64, 1, 128, 64, 5500);
+        break;
+    case 4:
+        set_paths(0, 1, 1);
+        test_one("default shape, rows read from global memory", 8, 64, 8, 32, 1, 64, 32, 5000);
+        test_grid(8, 24, 2, 10, 2000);
+        break;
+    case 5: /* the chunk-parallel forward with staged rows (the scan forward is off) */
+        set_paths(1, 0, 1);
+        test_one("default shape, chunk-parallel forward", 8, 64, 8, 32, 1, 64, 32, 5000);
+        test_grid(8, 24, 2, 10, 2000);
+        test_long_window(16);
+        break;
+    case 6:
+        test_scan_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5100);
+        test_scan_vs_chunked("odd shape, K=50 Q=16", 5, 50, 8, 24, 2, 10, 16, 5200);
+        test_scan_vs_chunked("large preset shape", 2, 128, 8, 64, 1, 128, 64, 5300);
+        break;
+    case 7:
+        if (!test_quick()) test_long_window(64);
+        if (!test_quick()) test_long_window(32);
+        test_long_window(16); /* 16 chunks: more than the chunk kernels fuse, so the state pass runs with staging on */
+        break;
+    case 8: /* the chunk-parallel backward with staged rows (the scan backward is off) */
+        set_paths(1, 1, 0);
+        test_one("default shape, chunk-parallel backward", 8, 64, 8, 32, 1, 64, 32, 5000);
+        if (!test_quick()) test_grid(8, 24, 2, 10, 2000);
+        if (!test_quick()) test_long_window(16);
+        break;
+    case 9:
+        test_scan_bwd_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5600);
+        test_scan_bwd_vs_chunked("odd shape", 5, 50, 8, 23, 2, 13, 16, 5700);
+        break;
+    case 10:
+        test_scan_bwd_vs_chunked("long window, 16 chunks", 2, 256, 8, 32, 1, 64, 16, 5800);
+        if (!test_quick()) test_scan_bwd_vs_chunked("long window, 32 chunks", 2, 256, 4, 16, 2, 16, 8, 5900);
+        test_bad_sizes();
+        break;
+    }
+    set_paths(1, 1, 1);
+}
+
 static void run_all(void) {
-    test_grid(4, 16, 1, 16, 1000); /* tiny: d_inner 64, headdim 16, N 16 */
-    test_grid(8, 24, 2, 10, 2000); /* odd: d_inner 192, headdim 24, N 10, two groups */
-    test_grid(4, 16, 2, 16, 3000);
-    test_one("batch of 64 windows", 64, 32, 4, 16, 1, 16, 16, 4000);
-    test_one("default shape", 8, 64, 8, 32, 1, 64, 32, 5000);
-    CHECK(st_cuda_ssd_backward_is_scan(8, 64, 8, 32, 1, 64, 32),
-          "default shape: the backward does not run as the scan kernel (so the CPU comparisons do not cover it)");
-    test_one("large preset shape (backward unstaged: too big)", 2, 128, 8, 64, 1, 128, 64, 5500);
-    st_cuda_ssd_set_staging(0);
-    test_one("default shape, rows read from global memory", 8, 64, 8, 32, 1, 64, 32, 5000);
-    test_grid(8, 24, 2, 10, 2000);
-    st_cuda_ssd_set_staging(1);
-    /* the chunk-parallel forward with staged rows (the scan forward is off) */
-    st_cuda_ssd_set_scan(0);
-    test_one("default shape, chunk-parallel forward", 8, 64, 8, 32, 1, 64, 32, 5000);
-    test_grid(8, 24, 2, 10, 2000);
-    test_long_window(16);
-    st_cuda_ssd_set_scan(1);
-    test_scan_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5100);
-    test_scan_vs_chunked("odd shape, K=50 Q=16", 5, 50, 8, 24, 2, 10, 16, 5200);
-    test_scan_vs_chunked("large preset shape", 2, 128, 8, 64, 1, 128, 64, 5300);
-    if (!test_quick()) test_long_window(64);
-    if (!test_quick()) test_long_window(32);
-    test_long_window(16); /* 16 chunks: more than the chunk kernels fuse, so the state pass runs with staging on */
-    /* the chunk-parallel backward with staged rows (the scan backward is off) */
-    st_cuda_ssd_set_scan_backward(0);
-    test_one("default shape, chunk-parallel backward", 8, 64, 8, 32, 1, 64, 32, 5000);
-    if (!test_quick()) test_grid(8, 24, 2, 10, 2000);
-    if (!test_quick()) test_long_window(16);
-    st_cuda_ssd_set_scan_backward(1);
-    test_scan_bwd_vs_chunked("default shape", 16, 64, 8, 32, 1, 64, 32, 5600);
-    test_scan_bwd_vs_chunked("odd shape", 5, 50, 8, 23, 2, 13, 16, 5700);
-    test_scan_bwd_vs_chunked("long window, 16 chunks", 2, 256, 8, 32, 1, 64, 16, 5800);
-    if (!test_quick()) test_scan_bwd_vs_chunked("long window, 32 chunks", 2, 256, 4, 16, 2, 16, 8, 5900);
-    test_bad_sizes();
+    for (int i = 0; i <= 10; i++)
+        if (test_part(i)) run_numbered(i);
 }
 #endif
 

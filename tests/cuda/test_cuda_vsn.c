@@ -53,24 +53,6 @@
 #define FWD_BOUND 1e-5
 #define GRAD_BOUND 1e-4
 
-static st_vsn_weights bind_w(const vsn_layout *L, const float *p) {
-    st_vsn_weights w;
-    int i = 0;
-#define BIND(f) w.f = p + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
-static st_vsn_grads bind_g(const vsn_layout *L, float *g) {
-    st_vsn_grads w;
-    int i = 0;
-#define BIND(f) w.f = g + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
 static float *alloc_f(long n) { return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
 
 static float *nan_buffer(long n) {
@@ -156,8 +138,8 @@ static void cpu_run(const vcase *k, int plain, vout *o) {
     int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
     float *saved = alloc_f((long)st_vsn_saved_count(R, F, C, Dv)),
           *work = alloc_f((long)st_vsn_work_count(R, F, C, Dv));
-    st_vsn_weights w = bind_w(&k->L, k->p);
-    st_vsn_grads g = bind_g(&k->L, o->g);
+    st_vsn_weights w = vsn_bind_w(&k->L, k->p);
+    st_vsn_grads g = vsn_bind_g(&k->L, o->g);
     if (plain) {
         memcpy(o->dc, k->dc0, sizeof(float) * (size_t)R * C);
         st_vsn_forward(R, F, C, Dv, k->s, F, k->c, C, &w, o->v, Dv, NULL, 0, saved, work);
@@ -273,8 +255,8 @@ static int gpu_run(const vcase *k, int layout, int plain, vout *o, int *pad_ok) 
         d.dwin = dev_poisoned((size_t)R * st.dwin_s);
         ds = d.dwin, dc = d.dwin + F, ds_stride = dc_stride = st.dwin_s;
     }
-    st_vsn_weights w = bind_w(&k->L, d.p);
-    st_vsn_grads g = bind_g(&k->L, d.g);
+    st_vsn_weights w = vsn_bind_w(&k->L, d.p);
+    st_vsn_grads g = vsn_bind_g(&k->L, d.g);
     int rc = d.v && d.alpha && d.saved && d.work && d.p && d.g ? ST_OK : ST_ERR_DEVICE;
     if (rc == ST_OK)
         rc = st_cuda_vsn_forward(R, F, C, Dv, s, s_stride, c, c_stride, &w, d.v, st.v_s, plain ? NULL : d.alpha,
@@ -423,7 +405,7 @@ static void test_fused_vs_unfused(const char *label, int windows, int K, int F, 
     }
     CHECK(rc == ST_OK, "%s: device buffers (%zu floats of work) could not be allocated", label,
           st_cuda_vsn_work_count(R, F, C, Dv));
-    st_vsn_weights w = bind_w(&k.L, d.p);
+    st_vsn_weights w = vsn_bind_w(&k.L, d.p);
     float ms[NMODES] = {0};
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0), cudaEventCreate(&e1);

@@ -41,24 +41,6 @@
 #define GRAD_BOUND 1e-4
 #define PATHS_BOUND 1e-5
 
-static st_vsn_weights bind_w(const vsn_layout *L, const float *p) {
-    st_vsn_weights w;
-    int i = 0;
-#define BIND(f) w.f = p + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
-static st_vsn_grads bind_g(const vsn_layout *L, float *g) {
-    st_vsn_grads w;
-    int i = 0;
-#define BIND(f) w.f = g + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
 static float *alloc_f(long n) { return malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)); }
 
 /* One case: sizes, contiguous host inputs, weights, starting gradients. */
@@ -111,8 +93,8 @@ static void cpu_run(const gcase *k, gout *o) {
     int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
     float *saved = alloc_f((long)st_vsn_saved_count(R, F, C, Dv)),
           *work = alloc_f((long)st_vsn_work_count(R, F, C, Dv));
-    st_vsn_weights w = bind_w(&k->L, k->p);
-    st_vsn_grads g = bind_g(&k->L, o->g);
+    st_vsn_weights w = vsn_bind_w(&k->L, k->p);
+    st_vsn_grads g = vsn_bind_g(&k->L, o->g);
     st_vsn_forward(R, F, C, Dv, k->s, F, k->c, C, &w, o->v, Dv, o->alpha, F, saved, work);
     st_vsn_backward_ex(R, F, C, Dv, k->s, F, k->c, C, &w, saved, k->dv, Dv, k->dalpha, F, o->ds, F, o->dc, C, 0, &g,
                        work);
@@ -141,8 +123,8 @@ static int gpu_run(const gcase *k, int lanes, int misalign, gout *o) {
     float *saved = dev_poisoned(nsaved), *work = dev_poisoned(nwork);
     free(hdv), free(hp), free(hg);
     int rc = s && c && dv && dalpha && p && g && v && alpha && ds && dc && saved && work ? ST_OK : ST_ERR_DEVICE;
-    st_vsn_weights w = bind_w(&k->L, p + sh);
-    st_vsn_grads gr = bind_g(&k->L, g + sh);
+    st_vsn_weights w = vsn_bind_w(&k->L, p + sh);
+    st_vsn_grads gr = vsn_bind_g(&k->L, g + sh);
     st_cuda_vsn_set_gate_lanes(lanes);
     if (rc == ST_OK) rc = st_cuda_vsn_forward(R, F, C, Dv, s, F, c, C, &w, v, Dv, alpha, F, saved, work, NULL);
     /* Poison the work again: the backward recomputes what it needs there. */

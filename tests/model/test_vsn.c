@@ -27,24 +27,6 @@
 #include "test.h"
 #include "vsn_ref.h"
 
-static st_vsn_weights bind_w(const vsn_layout *L, const double *p) {
-    st_vsn_weights w;
-    int i = 0;
-#define BIND(f) w.f = p + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
-static st_vsn_grads bind_g(const vsn_layout *L, double *g) {
-    st_vsn_grads w;
-    int i = 0;
-#define BIND(f) w.f = g + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
 static double *randn(long n, double sd, uint64_t seed, uint32_t salt) {
     double *x = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     st_gc_randn(x, n, sd, seed, salt);
@@ -61,8 +43,8 @@ typedef struct {
 } vsn_io;
 
 static void run_io(const vsn_layout *L, int rows, const double *p, vsn_io *x) {
-    st_vsn_weights w = bind_w(L, p);
-    st_vsn_grads g = bind_g(L, x->grads);
+    st_vsn_weights w = vsn_bind_w(L, p);
+    st_vsn_grads g = vsn_bind_g(L, x->grads);
     double *saved = malloc(sizeof(double) * st_vsn_saved_count(rows, L->F, L->C, L->Dv));
     double *work = malloc(sizeof(double) * st_vsn_work_count(rows, L->F, L->C, L->Dv));
     st_vsn_forward(rows, L->F, L->C, L->Dv, x->s, x->s_stride, x->c, x->c_stride, &w, x->v, x->v_stride, x->alpha,
@@ -83,7 +65,7 @@ typedef struct {
 static double gc_loss(void *vctx) {
     gc_ctx *x = vctx;
     const vsn_layout *L = x->L;
-    st_vsn_weights w = bind_w(L, x->p);
+    st_vsn_weights w = vsn_bind_w(L, x->p);
     st_vsn_forward(x->rows, L->F, L->C, L->Dv, x->s, L->F, x->c, L->C, &w, x->v, L->Dv, x->alpha, L->F, x->saved,
                    x->work);
     return st_gc_dot(x->v, x->rows, L->Dv, L->Dv, x->R) + st_gc_dot(x->alpha, x->rows, L->F, L->F, x->R2);
@@ -261,7 +243,7 @@ static void test_conventions(int F, int C, int Dv, int rows, uint64_t seed) {
     inputs in = make_inputs(F, C, Dv, rows, seed);
     vsn_layout *L = &in.L;
     outputs a = run_contiguous(&in, 0);
-    st_vsn_weights w = bind_w(L, in.p);
+    st_vsn_weights w = vsn_bind_w(L, in.p);
     double *saved = malloc(sizeof(double) * st_vsn_saved_count(rows, F, C, Dv));
     double *work = malloc(sizeof(double) * st_vsn_work_count(rows, F, C, Dv));
     double *v = malloc(sizeof(double) * rows * Dv), *ds = randn((long)rows * F, 1, seed, 9);
@@ -269,7 +251,7 @@ static void test_conventions(int F, int C, int Dv, int rows, uint64_t seed) {
     memcpy(dc, dc0, sizeof(double) * rows * C);
     double *grads = malloc(sizeof(double) * L->total);
     memcpy(grads, a.grads, sizeof(double) * L->total);
-    st_vsn_grads g = bind_g(L, grads);
+    st_vsn_grads g = vsn_bind_g(L, grads);
     st_vsn_forward(rows, F, C, Dv, in.s, F, in.c, C, &w, v, Dv, NULL, 0, saved, work);
     st_vsn_backward(rows, F, C, Dv, in.s, F, in.c, C, &w, saved, in.dv, Dv, ds, F, dc, C, 1, &g, work);
     CHECK(!memcmp(ds, a.ds, sizeof(double) * rows * F), "ds is not overwritten");
@@ -304,8 +286,8 @@ static void vsn_reads_snapshot_view_of_window(void) {
     outputs ref = run_contiguous(&in, 0);
     double *dwin = test_padded(rows, W, W), *v = malloc(sizeof(double) * rows * Dv);
     double *alpha = malloc(sizeof(double) * rows * F), *grads = calloc(in.L.total, sizeof(double));
-    st_vsn_weights w = bind_w(&in.L, in.p);
-    st_vsn_grads g = bind_g(&in.L, grads);
+    st_vsn_weights w = vsn_bind_w(&in.L, in.p);
+    st_vsn_grads g = vsn_bind_g(&in.L, grads);
     double *saved = malloc(sizeof(double) * st_vsn_saved_count(rows, F, C, Dv));
     double *work = malloc(sizeof(double) * st_vsn_work_count(rows, F, C, Dv));
     st_vsn_forward(rows, F, C, Dv, win, W, win + F, W, &w, v, Dv, alpha, F, saved, work);

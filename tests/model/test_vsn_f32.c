@@ -25,24 +25,6 @@
 #define F32_FWD_BOUND 1e-5
 #define F32_GRAD_BOUND 1e-5
 
-static st_vsn_weights bind_w(const vsn_layout *L, const float *p) {
-    st_vsn_weights w;
-    int i = 0;
-#define BIND(f) w.f = p + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
-static st_vsn_grads bind_g(const vsn_layout *L, float *g) {
-    st_vsn_grads w;
-    int i = 0;
-#define BIND(f) w.f = g + L->off[i++];
-    VSN_FIELDS(BIND)
-#undef BIND
-    return w;
-}
-
 /* n fresh N(0, sd^2) draws rounded to float: the double copy d holds the
  * float values exactly, f the floats. */
 static void draw_pair(long n, double sd, uint64_t seed, uint32_t salt, double *d, float *f) {
@@ -93,8 +75,8 @@ static void test_against_f64(int F, int C, int Dv, int rows, uint64_t seed, int 
     float *ds = malloc(sizeof(float) * nS), *dc = malloc(sizeof(float) * nC), *g = calloc(L.total, sizeof(float));
     float *saved = malloc(sizeof(float) * st_vsn_saved_count(rows, F, C, Dv));
     float *work = malloc(sizeof(float) * st_vsn_work_count(rows, F, C, Dv));
-    st_vsn_weights w = bind_w(&L, p);
-    st_vsn_grads gg = bind_g(&L, g);
+    st_vsn_weights w = vsn_bind_w(&L, p);
+    st_vsn_grads gg = vsn_bind_g(&L, g);
     st_vsn_forward(rows, F, C, Dv, s, F, c, C, &w, v, Dv, alpha, F, saved, work);
     st_vsn_backward_ex(rows, F, C, Dv, s, F, c, C, &w, saved, R, Dv, R2, F, ds, F, dc, C, 0, &gg, work);
 
@@ -142,8 +124,8 @@ static void test_softmax_stability_f32(void) {
     float *g = calloc(L.total, sizeof(float));
     float *saved = malloc(sizeof(float) * st_vsn_saved_count(rows, F, C, Dv));
     float *work = malloc(sizeof(float) * st_vsn_work_count(rows, F, C, Dv));
-    st_vsn_weights w = bind_w(&L, p);
-    st_vsn_grads gg = bind_g(&L, g);
+    st_vsn_weights w = vsn_bind_w(&L, p);
+    st_vsn_grads gg = vsn_bind_g(&L, g);
     st_vsn_forward(rows, F, C, Dv, s, F, c, C, &w, v, Dv, alpha, F, saved, work);
     st_vsn_backward(rows, F, C, Dv, s, F, c, C, &w, saved, dv, Dv, ds, F, dc, C, 0, &gg, work);
     int finite = 1;

@@ -1,4 +1,5 @@
-/* vsn_ref.h: test-only pieces shared by test_vsn.c and test_vsn_f32.c.
+/* vsn_ref.h: test-only pieces shared by the VSN tests (tests/model/test_vsn.c,
+ * test_vsn_f32.c, tests/cuda/test_cuda_vsn.c, test_cuda_vsn_gate.c).
  *
  * - The 21 VSN weight tensors in the order of st_vsn_weights, laid out one
  *   after another in a flat buffer (VSN_FIELDS binds a struct to it).
@@ -6,7 +7,7 @@
  *   row and one formula at a time, sharing no code with src/model/vsn.c: the
  *   oracle for the forward values, and (through finite differences) for the
  *   float build's gradients.
- * Include after test.h and core/real.h. */
+ * Include after test.h and core/real.h (and model/vsn.h for the binders). */
 #ifndef ST_TEST_VSN_REF_H
 #define ST_TEST_VSN_REF_H
 
@@ -21,9 +22,10 @@ enum { VSN_NT = 21 };
 /* The st_vsn_weights / st_vsn_grads field names, in declaration order. */
 #define VSN_FIELDS(X)                                                                                                  \
     X(embed_w)                                                                                                         \
-    X(embed_b) X(sel_skip_w) X(sel_skip_b) X(sel_fc1_w) X(sel_fc1_b) X(sel_ctx_w) X(sel_fc2_w) X(sel_fc2_b)            \
-        X(sel_glu_w) X(sel_glu_b) X(sel_norm_w) X(sel_norm_b) X(var_fc1_w) X(var_fc1_b) X(var_fc2_w) X(var_fc2_b)      \
-            X(var_glu_w) X(var_glu_b) X(var_ln_w) X(var_ln_b)
+    X(embed_b)                                                                                                         \
+    X(sel_skip_w) X(sel_skip_b) X(sel_fc1_w) X(sel_fc1_b) X(sel_ctx_w) X(sel_fc2_w) X(sel_fc2_b) X(sel_glu_w)          \
+        X(sel_glu_b) X(sel_norm_w) X(sel_norm_b) X(var_fc1_w) X(var_fc1_b) X(var_fc2_w) X(var_fc2_b) X(var_glu_w)      \
+            X(var_glu_b) X(var_ln_w) X(var_ln_b)
 
 enum {
     VT_EMBED_W,
@@ -88,6 +90,28 @@ static inline vsn_layout vsn_layout_make(int F, int C, int Dv) {
     L.total = o;
     return L;
 }
+
+#ifdef ST_VSN_H
+/* The build's st_vsn_weights / st_vsn_grads (element type real) bound to
+ * a flat buffer in layout L (for files that include model/vsn.h first). */
+static inline st_vsn_weights vsn_bind_w(const vsn_layout *L, const real *p) {
+    st_vsn_weights w;
+    int i = 0;
+#define VSN_BIND(f) w.f = p + L->off[i++];
+    VSN_FIELDS(VSN_BIND)
+#undef VSN_BIND
+    return w;
+}
+
+static inline st_vsn_grads vsn_bind_g(const vsn_layout *L, real *g) {
+    st_vsn_grads w;
+    int i = 0;
+#define VSN_BIND(f) w.f = g + L->off[i++];
+    VSN_FIELDS(VSN_BIND)
+#undef VSN_BIND
+    return w;
+}
+#endif
 
 /* Fresh Philox weights: matrices N(0, min(0.5, 1.5/sqrt(fan_in))^2) so that
  * the 320-wide selection inputs neither saturate ELU nor vanish; biases and

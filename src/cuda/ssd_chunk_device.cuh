@@ -276,6 +276,22 @@ __device__ static inline void bwd_prefix_rows(const ssd_chunk &k, ssd_bwd_smem &
     }
 }
 
+/* A chunk's backward up to its prefix rows, as both backward kernels run
+ * it, with the barriers between the steps: the decays, the products, the
+ * intra-chunk terms, the boundary terms (S_in and dS_out at row strides
+ * sin_ld, dso_ld), the prefix rows. The caller synchronises after. */
+__device__ static inline void bwd_steps(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m, const float *Sin,
+                                        int sin_ld, const float *dSo, int dso_ld) {
+    load_decays(a, k, m.ai, m.dtv);
+    __syncthreads();
+    bwd_products(a, k, m);
+    __syncthreads();
+    bwd_intra(k, m);
+    __syncthreads();
+    bwd_boundary(a, k, m, Sin, sin_ld, dSo, dso_ld);
+    __syncthreads();
+    bwd_prefix_rows(k, m);
+}
 /* Step 6: ddt_i = direct_i + A da_i; sa[i] = dt_i da_i (for dA); each
  * thread's share of sum dY o X (for dD) into red[tid]. */
 __device__ static inline void bwd_decay_grads(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m) {

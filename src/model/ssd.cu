@@ -288,15 +288,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, 3)
         dst += (size_t)a.P * (a.N + 1);
         if (k.c + 1 < a.nc) stage_state(a, dstates, decay, k.bh, k.c, 0, dst), dSo = dst, dso_ld = a.N + 1;
     }
-    load_decays(a, k, m.ai, m.dtv);
-    __syncthreads();
-    bwd_products(a, k, m);
-    __syncthreads();
-    bwd_intra(k, m);
-    __syncthreads();
-    bwd_boundary(a, k, m, Sin, sin_ld, dSo, dso_ld);
-    __syncthreads();
-    bwd_prefix_rows(k, m);
+    bwd_steps(a, k, m, Sin, sin_ld, dSo, dso_ld);
     __syncthreads();
     bwd_decay_grads(a, k, m);
     __syncthreads();

@@ -162,15 +162,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
                 dSo[at] = (float)ds[j];
             }
         }
-        load_decays(a, k, m.ai, m.dtv);
-        __syncthreads();
-        bwd_products(a, k, m);
-        __syncthreads();
-        bwd_intra(k, m);
-        __syncthreads();
-        bwd_boundary(a, k, m, Sin, ld, dSo, ld);
-        __syncthreads();
-        bwd_prefix_rows(k, m);
+        bwd_steps(a, k, m, Sin, ld, dSo, ld);
         if (c > 0) scan_bwd_u(a, k, m, Sin); /* S_in is read: U takes its slot */
         __syncthreads();
         bwd_decay_grads(a, k, m);

@@ -24,12 +24,14 @@
  * precision): the selection GRN's linears, and the F stacked per-variable
  * GRNs as strided-batched products over the variables. The rest are plain
  * kernels, each reading and writing rows contiguously: one thread per
- * element (the rank-one fc1, activations, gates), a warp per (row,
- * variable) for the per-variable norms and their backward (the lanes walk
- * the Dv values, shuffles sum them), a warp per row for the forward's
- * gates, norms and combine in one pass (gate_combine_kernel: the forward
- * writes only v of them) and for the softmax
- * backward, a thread per row for the selection GRN's norm and softmax.
+ * element (the rank-one fc1, activations, gates), for the per-variable
+ * norms and their backward a group of Dv/4 lanes per (row, variable)
+ * holding 4 values each where Dv % 4 == 0 and Dv <= 32 (the *_lanes
+ * kernels), else a warp per (row, variable) (the lanes walk the Dv values,
+ * shuffles sum them), a warp per row for the unfused forward's gates,
+ * norms and combine in one pass (gate_combine_kernel: it writes only v of
+ * them) and for the softmax backward, a thread per row for the selection
+ * GRN's norm and softmax.
  * Parameter gradients are reductions over all rows: the weight gradients
  * cuBLAS products (dW += dy^T x, one per variable for the stacked GRNs),
  * the biases and the LayerNorm weights column sums in double

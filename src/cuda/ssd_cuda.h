@@ -48,6 +48,19 @@ void st_cuda_ssd_set_staging(int on);
  * Process-wide. */
 void st_cuda_ssd_set_scan(int on);
 
+/* Whether the scan forward, in bf16 matrix-product mode
+ * (st_cuda_set_matmul_precision(ST_MATMUL_BF16)), runs its products on the
+ * tensor cores in TF32 with the state carried in float (1, the default:
+ * model/ssd_scan_tc.cu, any Q, P, N whose padded shared memory fits; y
+ * within TF32 rounding, ~1e-3, of the fp32 path) or as the fp32 kernel
+ * (0). fp32 mode always runs the fp32 kernel. Process-wide. */
+void st_cuda_ssd_set_scan_tc(int on);
+
+/* 1 when st_cuda_ssd_forward_chunked with these sizes would run the
+ * tensor-core scan forward on the current device under the current
+ * switches and matrix-product precision (for the tests). */
+int st_cuda_ssd_forward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 /* The same for the backward: one kernel a (window, head) that walks its
  * chunks forward for the states and back for the gradients (1, the
  * default, where the shape fits: model/ssd_scan_backward.cu), or the

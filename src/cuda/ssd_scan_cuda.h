@@ -6,7 +6,8 @@
  * limit, 0 when staging is off). *taken = 1 when it enqueued the work; 0
  * (and nothing enqueued) when the shape does not fit it or
  * st_cuda_ssd_set_scan(0) / st_cuda_ssd_set_scan_backward(0) turned it off,
- * and the caller runs the chunk-parallel kernels. */
+ * and the caller runs the chunk-parallel kernels. The forward runs its
+ * tensor-core variant where st_cuda_ssd_scan_tc_fits says so. */
 #ifndef ST_SSD_SCAN_CUDA_H
 #define ST_SSD_SCAN_CUDA_H
 
@@ -20,6 +21,11 @@ int st_cuda_ssd_scan_forward(int Bsz, int K, int H, int P, int G, int N, int Q, 
                              const float *dt, int dt_stride, const float *A, const float *Bm, int B_stride,
                              const float *Cm, int C_stride, const float *Dskip, float *y, int y_stride,
                              size_t smem_optin, void *stream, int *taken);
+
+/* 1 when st_cuda_ssd_scan_forward would run these sizes (Q clamped) on
+ * the tensor cores (ssd_scan_tc.cu): bf16 mode, the switches on, the
+ * shared memory within smem_optin. */
+int st_cuda_ssd_scan_tc_fits(int Bsz, int H, int P, int N, int Q, size_t smem_optin);
 
 /* The backward's part before reduce_group and reduce_head, into ssd.cu's
  * work slabs: `states` [Bsz H nc, P N] (scratch: the states entering the

@@ -15,7 +15,9 @@
  * of cumulative sums), so it is <= 0 and nothing overflows.
  *
  * Forward, where the shape fits, one kernel a (b, h) that walks the chunks
- * in order (ssd_scan.cu, st_cuda_ssd_set_scan); otherwise three launches:
+ * in order (ssd_scan.cu, st_cuda_ssd_set_scan; in bf16 matrix-product mode
+ * its TF32 tensor-core variant, ssd_scan_tc.cu, st_cuda_ssd_set_scan_tc);
+ * otherwise three launches:
  *   1. chunk_summary  (one block per (b, h, chunk)): the chunk's own state
  *      X^T diag(w) B and its total decay e[L-1];
  *   2. state_pass     (a thread per (b, h, state element)): S_in of every
@@ -441,6 +443,15 @@ extern "C" int st_cuda_ssd_forward_chunked(int Bsz, int K, int H, int P, int G, 
     chunk_forward_kernel<<<Bsz * H * a.nc, SSD_THREADS, bytes, st>>>(a, work + lay.states, work + lay.decay);
     ST_CUDA_LAUNCHED();
     return ST_OK;
+}
+
+extern "C" int st_cuda_ssd_forward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    size_t optin = 0;
+    if (Bsz <= 0 || K <= 0 || ssd_check_sizes(Bsz, K, H, P, G, N) != ST_OK || smem_optin(&optin) != ST_OK) {
+        st_clear_error();
+        return 0;
+    }
+    return st_cuda_ssd_scan_tc_fits(Bsz, H, P, N, clamp_q(Q, K), optin);
 }
 
 extern "C" int st_cuda_ssd_backward_is_scan(int Bsz, int K, int H, int P, int G, int N, int Q) {

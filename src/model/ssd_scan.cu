@@ -27,26 +27,22 @@
  *     M [Q][lm], S [P][ldn] (the state entering the chunk), w [Q].
  * Taken when the shape fits (P N <= 256 x 32 state elements, the shared
  * memory within the device's opt-in limit) and st_cuda_ssd_set_scan is on;
- * otherwise ssd.cu runs its chunk-parallel kernels. */
+ * otherwise ssd.cu runs its chunk-parallel kernels. In bf16 matrix-product
+ * mode the tensor-core variant (ssd_scan_tc.cu: TF32 products, float
+ * state, within 2e-2 rather than the bits) runs instead wherever its shared
+ * memory fits, unless st_cuda_ssd_set_scan_tc(0); this kernel stays the
+ * fp32 (parity) path. */
 #include <string.h>
 
 #include "cuda/check.h"
 
 extern "C" {
+#include "cuda/linear_cuda.h"
 #include "cuda/ssd_cuda.h"
 }
 #include "cuda/ssd_device.cuh"
 #include "cuda/ssd_scan_cuda.h"
-
-#define SCAN_THREADS 256
-
-struct scan_args {
-    int K, H, P, G, N, Q, nc;
-    const float *x, *dt, *A, *Bm, *Cm, *Dskip;
-    int x_stride, dt_stride, B_stride, C_stride;
-    float *y;
-    int y_stride;
-};
+#include "cuda/ssd_scan_tc.cuh"
 
 /* The shared-memory row strides. ldn (B, C, S rows) is N rounded up to a
  * multiple of 4, plus 4 when that is an even number of float4s: the pad
@@ -280,8 +276,21 @@ static __global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS(SPT)) sca
     }
 }
 
-static int scan_on = 1;
+static int scan_on = 1, scan_tc_on = 1;
 extern "C" void st_cuda_ssd_set_scan(int on) { scan_on = on != 0; }
+extern "C" void st_cuda_ssd_set_scan_tc(int on) { scan_tc_on = on != 0; }
+
+/* The tensor-core rule: bf16 matrix-product mode, both switches on, and
+ * the padded shared memory within the opt-in limit (any Q, P, N: the
+ * kernel pads them to multiples of 16 with zeros). */
+static int tc_fits(int Bsz, int H, int P, int N, int Q, size_t smem_optin) {
+    return scan_on && scan_tc_on && st_cuda_matmul_precision() == ST_MATMUL_BF16 &&
+           scan_tc_smem_bytes(Q, P, N) <= smem_optin && (size_t)Bsz * H <= 0x7fffffffu;
+}
+
+extern "C" int st_cuda_ssd_scan_tc_fits(int Bsz, int H, int P, int N, int Q, size_t smem_optin) {
+    return tc_fits(Bsz, H, P, N, Q, smem_optin);
+}
 
 static size_t scan_smem_bytes(int Q, int P, int N) {
     const scan_layout l = layout_of(Q, P, N);
@@ -304,7 +313,9 @@ extern "C" int st_cuda_ssd_scan_forward(int Bsz, int K, int H, int P, int G, int
                                         size_t smem_optin, void *stream, int *taken) {
     *taken = 0;
     const size_t pn = (size_t)P * (size_t)N, bytes = scan_smem_bytes(Q, P, N);
-    if (!scan_on || pn > (size_t)SCAN_THREADS * 32 || bytes > smem_optin || (size_t)Bsz * H > 0x7fffffffu) return ST_OK;
+    const int tc = tc_fits(Bsz, H, P, N, Q, smem_optin);
+    if (!tc && (!scan_on || pn > (size_t)SCAN_THREADS * 32 || bytes > smem_optin || (size_t)Bsz * H > 0x7fffffffu))
+        return ST_OK;
     scan_args a;
     memset(&a, 0, sizeof a);
     a.K = K, a.H = H, a.P = P, a.G = G, a.N = N, a.Q = Q, a.nc = (K + Q - 1) / Q;
@@ -312,7 +323,9 @@ extern "C" int st_cuda_ssd_scan_forward(int Bsz, int K, int H, int P, int G, int
     a.Bm = Bm, a.B_stride = B_stride, a.Cm = Cm, a.C_stride = C_stride, a.Dskip = Dskip;
     a.y = y, a.y_stride = y_stride;
     cudaStream_t st = (cudaStream_t)stream;
-    if (pn <= (size_t)SCAN_THREADS * 8)
+    if (tc)
+        ST_TRY(scan_tc_launch(a, Bsz, scan_tc_smem_bytes(Q, P, N), st));
+    else if (pn <= (size_t)SCAN_THREADS * 8)
         ST_TRY(scan_launch<8>(a, Bsz, bytes, st));
     else
         ST_TRY(scan_launch<32>(a, Bsz, bytes, st));

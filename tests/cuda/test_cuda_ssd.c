@@ -27,10 +27,18 @@
  * the two backwards are compared gradient by gradient (expected: the same
  * bits; bound 1e-6) at the default shape, an odd one (P=23, N=13, G=2, K=50
  * with Q=16: a short last chunk, P N > 256) and windows of 16 and 32 chunks.
+ * In bf16 matrix-product mode the forward runs the TF32 tensor-core scan
+ * (ssd_scan_tc.cu): case 11 checks that it is taken (default shape, odd
+ * shapes K=50 with Q=16 and 32, P=24 and N=10 padded to 16) and compares y
+ * with the float64 recurrence and the fp32 scan within the bf16 bound 2e-2
+ * (whole tensor and each (window, head, chunk); TF32 gives ~1e-3), checks
+ * contiguous and padded strides give the same bits, two runs too, the
+ * output padding, and that st_cuda_ssd_set_scan_tc(0) gives the fp32 bits.
  * SSMTRADE_TEST_QUICK (the sanitizer runs): the grids take Q in {16, 32} x
  * K in {50, 64} (padding, several chunks, a short last chunk), the long
  * window only Q = 16 (its state pass), the chunk-parallel backward only the
- * default shape and the backwards' comparison not the 32 chunks. */
+ * default shape, the backwards' comparison not the 32 chunks, the TF32
+ * case the default and K=50 Q=16 shapes. */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -41,6 +49,7 @@
 #include "cuda_test.h"
 
 #ifdef ST_HAVE_CUDA
+#include "cuda/linear_cuda.h"
 #include "cuda/ssd_cuda.h"
 
 #define FWD_BOUND 1e-5
@@ -514,6 +523,88 @@ static void test_scan_bwd_vs_chunked(const char *label, int Bsz, int K, int H, i
     free_result(&scan), free_result(&chunked), free_problem(&pb);
 }
 
+/* The largest of the per-(window, head, chunk) relative errors of y, so
+ * that one wrong tile cannot hide in the norm over the whole tensor. */
+static double worst_chunk_err(const problem *pb, int Q, const float *y, const float *ref) {
+    const int HP = pb->H * pb->P;
+    double worst = 0;
+    for (int b = 0; b < pb->Bsz; b++)
+        for (int h = 0; h < pb->H; h++)
+            for (int t0 = 0; t0 < pb->K; t0 += Q) {
+                double d = 0, s = 0;
+                for (int t = t0; t < t0 + Q && t < pb->K; t++)
+                    for (int p = 0; p < pb->P; p++) {
+                        size_t i = ((size_t)b * pb->K + t) * HP + (size_t)h * pb->P + p;
+                        double e = (double)y[i] - ref[i];
+                        d += e * e, s += (double)ref[i] * ref[i];
+                    }
+                double err = s > 0 ? sqrt(d / s) : sqrt(d);
+                if (!(err <= worst)) worst = err; /* NaN counts as worst */
+            }
+    return worst;
+}
+
+#define TC_BOUND 2e-2 /* bf16 mode's bound (issue 6); TF32 rounding gives ~1e-3 */
+
+/* The tensor-core scan forward (ssd_scan_tc.cu: bf16 matrix-product mode,
+ * TF32 products, float state) at one shape: whether it is taken (expect_tc:
+ * 1 or 0 as the rule says, -1 where it depends on the device's shared
+ * memory), y against the CPU float64 recurrence and the fp32 scan forward
+ * within TC_BOUND, over the whole tensor and per (window, head, chunk);
+ * it must differ from the fp32 bits where taken (else the comparison is
+ * vacuous); contiguous rows (float4 staging and stores) and padded xBC
+ * strides (scalar ones) give the same bits, two runs too, and the output
+ * padding keeps its poison; st_cuda_ssd_set_scan_tc(0) in bf16 mode gives
+ * the fp32 kernel's bits. fp32 mode is restored afterwards. */
+static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int expect_tc,
+                         uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result oracle = make_result(&pb), f32 = make_result(&pb), tc0 = make_result(&pb), tc1 = make_result(&pb);
+    result tc2 = make_result(&pb), off = make_result(&pb);
+    cpu_double_sequential(&pb, &oracle);
+    CHECK(!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q), "%s: fp32 mode would take the TF32 path", label);
+    int pad_f = 0, pad0 = 0, pad1 = 0, pad2 = 0, pad_off = 0;
+    int ok = gpu_run(&pb, Q, 1, &f32, &pad_f) == ST_OK;
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int is_tc = st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q);
+    ok = ok && gpu_run(&pb, Q, 0, &tc0, &pad0) == ST_OK && gpu_run(&pb, Q, 1, &tc1, &pad1) == ST_OK &&
+         gpu_run(&pb, Q, 1, &tc2, &pad2) == ST_OK;
+    st_cuda_ssd_set_scan_tc(0);
+    CHECK(!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q), "%s: st_cuda_ssd_set_scan_tc(0) ignored", label);
+    ok = ok && gpu_run(&pb, Q, 1, &off, &pad_off) == ST_OK;
+    st_cuda_ssd_set_scan_tc(1);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "%s: fp32 not restored", label);
+    if (expect_tc >= 0)
+        CHECK(is_tc == expect_tc, "%s: the TF32 scan forward is %s (the rule says %s)", label,
+              is_tc ? "taken" : "not taken", expect_tc ? "taken" : "not taken");
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        long where;
+        double gv, rv;
+        const double e64 = tensor_err(&pb, T_Y, &tc1, &oracle, &where, &gv, &rv);
+        const double e32 = tensor_err(&pb, T_Y, &tc1, &f32, &where, &gv, &rv);
+        const double c64 = worst_chunk_err(&pb, Q, tc1.y, oracle.y), c32 = worst_chunk_err(&pb, Q, tc1.y, f32.y);
+        const double f64 = tensor_err(&pb, T_Y, &f32, &oracle, &where, &gv, &rv);
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, %s: y rel err %.2e vs CPU f64 seq (worst "
+               "chunk %.2e), %.2e vs the fp32 scan (worst chunk %.2e; fp32 vs f64 %.2e)\n",
+               label, Bsz, K, H, P, G, N, Q, is_tc ? "TF32 tensor-core scan" : "fp32 scan (not taken)", e64, c64, e32,
+               c32, f64);
+        CHECK(e64 <= TC_BOUND && c64 <= TC_BOUND, "%s: TF32 y vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e", label,
+              e64, c64, TC_BOUND);
+        CHECK(e32 <= TC_BOUND && c32 <= TC_BOUND, "%s: TF32 y vs the fp32 scan: rel err %.2e, worst chunk %.2e > %.0e",
+              label, e32, c32, TC_BOUND);
+        if (is_tc) CHECK(e32 > 0, "%s: bf16 mode gave the fp32 kernel's bits (the TF32 path did not run)", label);
+        CHECK(pad_f && pad0 && pad1 && pad2 && pad_off, "%s: a forward wrote into output padding", label);
+        const size_t ybytes = sizeof(float) * (size_t)rows_of(&pb) * (size_t)(H * P);
+        CHECK(!memcmp(tc0.y, tc1.y, ybytes), "%s: TF32 y: contiguous rows and padded strides give other bits", label);
+        CHECK(!memcmp(tc1.y, tc2.y, ybytes), "%s: TF32 y: two runs differ (not deterministic)", label);
+        CHECK(!memcmp(off.y, f32.y, ybytes), "%s: bf16 mode with the TF32 path off is not the fp32 kernel", label);
+    }
+    free_result(&oracle), free_result(&f32), free_result(&tc0), free_result(&tc1), free_result(&tc2);
+    free_result(&off), free_problem(&pb);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_ssd_forward_chunked(1, 4, 3, 2, 2, 2, 4, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
@@ -580,12 +671,21 @@ static void run_numbered(int i) {
         if (!test_quick()) test_scan_bwd_vs_chunked("long window, 32 chunks", 2, 256, 4, 16, 2, 16, 8, 5900);
         test_bad_sizes();
         break;
+    case 11: /* the TF32 tensor-core scan forward (bf16 mode); its rule takes every shape whose shared memory fits */
+        test_scan_tc("default shape", 16, 64, 8, 32, 1, 64, 32, 1, 6000);
+        test_scan_tc("odd shape, K=50 Q=16 (P, N padded to 16, last chunk 2 rows)", 5, 50, 8, 24, 2, 10, 16, 1, 6100);
+        if (!test_quick()) {
+            test_scan_tc("odd shape, K=50 Q=32 (last chunk 18 rows)", 5, 50, 8, 24, 2, 10, 32, 1, 6200);
+            test_scan_tc("large preset shape (175 KB: taken where the device allows)", 2, 128, 8, 64, 1, 128, 64, -1,
+                         6300);
+        }
+        break;
     }
     set_paths(1, 1, 1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 10; i++)
+    for (int i = 0; i <= 11; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

@@ -1,0 +1,31 @@
+/* ssd_scan_tc.cuh: what the scan forward's two kernels share: the argument
+ * struct (model/ssd_scan.cu fills it) and the entry points of the TF32
+ * tensor-core variant (model/ssd_scan_tc.cu), which ssd_scan.cu takes in
+ * bf16 matrix-product mode. CUDA sources only. */
+#ifndef ST_SSD_SCAN_TC_CUH
+#define ST_SSD_SCAN_TC_CUH
+
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+
+/* Threads a block of either kernel (8 warps). */
+#define SCAN_THREADS 256
+
+struct scan_args {
+    int K, H, P, G, N, Q, nc;
+    const float *x, *dt, *A, *Bm, *Cm, *Dskip;
+    int x_stride, dt_stride, B_stride, C_stride;
+    float *y;
+    int y_stride;
+};
+
+/* Dynamic shared memory of the tensor-core kernel at this shape (Q, P, N
+ * each padded to a multiple of 16 inside). */
+size_t scan_tc_smem_bytes(int Q, int P, int N);
+
+/* Enqueues the tensor-core kernel over Bsz * a.H blocks (bytes from
+ * scan_tc_smem_bytes, within the device's opt-in limit). */
+int scan_tc_launch(const scan_args &a, int Bsz, size_t bytes, cudaStream_t st);
+
+#endif

@@ -4,6 +4,7 @@
  * SIMT steps of cuda/ssd_chunk_device.cuh stay the fp32 path and the
  * elementwise decay work in double is theirs, unchanged. Used by
  * model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays SIMT).
+ * CUDA sources only; include after cuda/ssd_chunk_device.cuh.
  *
  * Rule (ssd_tc_shape_fits): Q, P, N multiples of 16 and K a multiple of Q,
  * so that every chunk has L = Q rows and every product is whole 16 x 16
@@ -23,7 +24,10 @@
  * SM, as the SIMT variant).
  *
  * Each output tile has one warp that owns it: no atomics, every sum in a
- * fixed order (the WMMA's own), bit-identical run to run. */
+ * fixed order (the WMMA's own), bit-identical run to run.
+ * bench/emu_scan_backward_tc.py emulates the offsets, views, k-ranges and
+ * phases below in float64 (and with TF32 rounding: ~3e-4 relative per
+ * product at the default shape); keep it in step with this file. */
 #ifndef ST_SSD_CHUNK_TC_CUH
 #define ST_SSD_CHUNK_TC_CUH
 
@@ -31,6 +35,9 @@
 
 /* Row-stride padding of the TC layout's staged rows and states. */
 #define SSD_TC_PAD 4
+
+/* Warps of a block: the tiles of each product are dealt out over them. */
+#define SSD_TC_WARPS (SSD_THREADS / 32)
 
 /* 1 when the TC steps take the shape (Q already clamped to [1, K]). */
 static inline int ssd_tc_shape_fits(int K, int P, int N, int Q) {
@@ -109,7 +116,6 @@ __device__ static inline void mma(acc_t &acc, const float *a, int lda, const flo
 }
 
 __device__ static inline int warp_id() { return (int)(threadIdx.x / 32); }
-#define SSD_TC_WARPS (SSD_THREADS / 32)
 } // namespace ssd_tc
 
 /* Step 2 on the tensor cores: G = C B^T and dM = dY X^T tile by tile (the

@@ -73,4 +73,18 @@ void st_cuda_ssd_set_scan_backward(int on);
  * tests, which check that the path they compare is the one taken). */
 int st_cuda_ssd_backward_is_scan(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* In the bf16 precision mode (st_cuda_matmul_precision() == ST_MATMUL_BF16,
+ * cuda/linear_cuda.h) the scan backward runs its products on the tensor
+ * cores in TF32 (1, the default; cuda/ssd_chunk_tc.cuh) where the shape
+ * allows it (Q, P, N multiples of 16, K a multiple of Q), or keeps the
+ * SIMT fp32 products (0). fp32 mode always keeps them. Gradients within
+ * ~1e-3 relative of fp32 (bound 2e-2); deterministic either way.
+ * Process-wide. */
+void st_cuda_ssd_set_scan_backward_tc(int on);
+
+/* 1 when st_cuda_ssd_backward_chunked with these sizes would run the scan
+ * backward's TC variant on the current device under the current switches
+ * and precision (for the tests). */
+int st_cuda_ssd_backward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 #endif

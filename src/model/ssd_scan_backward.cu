@@ -32,7 +32,16 @@
  * Taken when the shape fits (P N <= SSD_THREADS x 8 state elements, the
  * shared memory within the device's opt-in limit, staging on) and
  * st_cuda_ssd_set_scan_backward is on; otherwise ssd.cu runs its
- * chunk-parallel kernels. */
+ * chunk-parallel kernels.
+ * In the bf16 precision mode (cuda/linear_cuda.h), with
+ * st_cuda_ssd_set_scan_backward_tc on, the kernel's TC variant runs every
+ * product (G, dM, X dS_out, dY S_in, dX, dC, dB, U and the forward walk's
+ * own states) as TF32 WMMA tiles on the tensor cores
+ * (cuda/ssd_chunk_tc.cuh: its rule, layout and phases) where Q, P, N are
+ * multiples of 16 and K of Q, and its shared memory (ssd_tc_smem_bytes, 75
+ * KB at the default shape) fits; the decays, their sums and the other
+ * elementwise work in double are the SIMT steps' own code. fp32 mode and
+ * other shapes run the SIMT variant, whose code is unchanged. */
 #include <limits.h>
 #include <string.h>
 
@@ -43,7 +52,12 @@ extern "C" {
 }
 #include "cuda/ssd_device.cuh"
 #include "cuda/ssd_chunk_device.cuh"
+#include "cuda/ssd_chunk_tc.cuh"
 #include "cuda/ssd_scan_cuda.h"
+
+extern "C" {
+#include "cuda/linear_cuda.h"
+}
 
 /* The most state elements a thread carries in registers. */
 #define SCAN_BWD_MAX_SPT 8
@@ -99,15 +113,19 @@ __device__ static void scan_bwd_u(const ssd_dev_args &a, const ssd_chunk &k, con
 }
 
 /* SPT: state elements per thread (P N <= SSD_THREADS x SPT), element
- * tid + j SSD_THREADS of the row-major P x N state in slot j. */
-template <int SPT>
+ * tid + j SSD_THREADS of the row-major P x N state in slot j. TC: the
+ * products on the tensor cores (cuda/ssd_chunk_tc.cuh: its layout, states
+ * at row stride N + 4; only for shapes ssd_tc_shape_fits takes), else the
+ * SIMT steps of chunk_backward (layout bwd_smem, states at N + 1). */
+template <int SPT, bool TC>
 static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
     scan_backward_kernel(ssd_dev_args a, float *states, float *dBp, float *dCp, float *partA, float *partD) {
-    extern __shared__ double sm_sbwd[];
-    const int N = a.N, ld = a.N + 1, pn = a.P * a.N;
+    extern __shared__ __align__(128) double sm_sbwd[]; /* 128 bytes: the TC layout's tiles need 32 */
+    const int N = a.N, ld = TC ? a.N + SSD_TC_PAD : a.N + 1, pn = a.P * a.N;
     const size_t bh = blockIdx.x, first = bh * (size_t)a.nc, kn = (size_t)a.K * (size_t)a.N;
     ssd_bwd_smem m = bwd_smem(sm_sbwd, a.Q, a.N);
-    float *Sin = stage_end(a, m.stage, 1, 1), *dSo = Sin + (size_t)a.P * ld;
+    const ssd_tc_rows r = tc_rows(m, a.Q, a.P, a.N); /* read only when TC */
+    float *Sin = TC ? r.Sin : stage_end(a, m.stage, 1, 1), *dSo = TC ? r.dSo : Sin + (size_t)a.P * ld;
 
     /* forward: the states entering chunks 1 .. nc-1 */
     {
@@ -117,14 +135,20 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             st[j] = 0;
         for (int c = 0; c + 1 < a.nc; c++) {
             ssd_chunk k = chunk_of(a, (int)(first + (size_t)c));
-            stage_chunk(a, k, m.stage, 0, 0);
+            if (TC)
+                tc_stage_chunk(a, k, r, 0, 0);
+            else
+                stage_chunk(a, k, m.stage, 0, 0);
             load_decays(a, k, m.ai, m.dtv);
             __syncthreads();
             float *w = m.xds; /* [L] floats, as chunk_summary's w */
             for (int i = threadIdx.x; i < k.L; i += blockDim.x)
                 w[i] = (float)(exp(segment(m.ai, k.L - 1, i)) * m.dtv[i]);
             __syncthreads();
-            scan_bwd_own(a, k, w, dSo);
+            if (TC)
+                tc_own(a, k, w, r, dSo);
+            else
+                scan_bwd_own(a, k, w, dSo);
             __syncthreads();
             const double decay = (double)(float)exp(prefix(m.ai, k.L - 1)); /* chunk_summary's decay[] */
             float *to = c + 2 < a.nc ? states + (first + (size_t)c + 1) * (size_t)pn : NULL;
@@ -150,7 +174,10 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
         ds[j] = 0;
     for (int c = a.nc - 1; c >= 0; c--) {
         ssd_chunk k = chunk_of(a, (int)(first + (size_t)c));
-        stage_chunk(a, k, m.stage, 1, 1);
+        if (TC)
+            tc_stage_chunk(a, k, r, 1, 1);
+        else
+            stage_chunk(a, k, m.stage, 1, 1);
         if (c + 1 < a.nc) { /* S_in[c] (c > 0) from the slab, dS_out[c] from the registers */
             const float *from = states + (first + (size_t)c) * (size_t)pn;
 #pragma unroll
@@ -162,13 +189,22 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
                 dSo[at] = (float)ds[j];
             }
         }
-        bwd_steps(a, k, m, Sin, ld, dSo, ld);
-        if (c > 0) scan_bwd_u(a, k, m, Sin); /* S_in is read: U takes its slot */
-        __syncthreads();
-        bwd_decay_grads(a, k, m);
-        __syncthreads();
-        bwd_partials(k, m, partA, partD, first + (size_t)c);
-        bwd_outputs(a, k, m, dSo, ld, dBp + bh * kn, dCp + bh * kn);
+        if (TC) { /* U forms in step 7's phases (ssd_chunk_tc.cuh), into the S_in slot */
+            tc_steps(a, k, m, r);
+            __syncthreads();
+            bwd_decay_grads(a, k, m);
+            __syncthreads();
+            bwd_partials(k, m, partA, partD, first + (size_t)c);
+            tc_outputs(a, k, m, r, dBp + bh * kn, dCp + bh * kn, Sin);
+        } else {
+            bwd_steps(a, k, m, Sin, ld, dSo, ld);
+            if (c > 0) scan_bwd_u(a, k, m, Sin); /* S_in is read: U takes its slot */
+            __syncthreads();
+            bwd_decay_grads(a, k, m);
+            __syncthreads();
+            bwd_partials(k, m, partA, partD, first + (size_t)c);
+            bwd_outputs(a, k, m, dSo, ld, dBp + bh * kn, dCp + bh * kn);
+        }
         const double decay = (double)(float)m.e[k.L - 1]; /* chunk_summary's decay[] */
         __syncthreads();                                  /* step 7 has read dS_out and the rows; U is complete */
         if (c == 0) break;
@@ -190,13 +226,32 @@ extern "C" int st_cuda_ssd_scan_backward_fits(int Bsz, int K, int H, int P, int 
            (size_t)Bsz * (size_t)H * nc <= (size_t)INT_MAX;
 }
 
-template <int SPT>
+static int scan_bwd_tc_on = 1;
+extern "C" void st_cuda_ssd_set_scan_backward_tc(int on) { scan_bwd_tc_on = on != 0; }
+
+/* 1 when the scan backward (already known to fit) runs its TC variant. */
+static int scan_bwd_tc_fits(int K, int P, int N, int Q, size_t smem_optin) {
+    return scan_bwd_tc_on && st_cuda_matmul_precision() == ST_MATMUL_BF16 && ssd_tc_shape_fits(K, P, N, Q) &&
+           ssd_tc_smem_bytes(Q, P, N) <= smem_optin;
+}
+
+extern "C" int st_cuda_ssd_backward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    if (!st_cuda_ssd_backward_is_scan(Bsz, K, H, P, G, N, Q)) return 0;
+    int dev = 0, v = 0; /* is_scan held: staging is on, so the limit is the device's opt-in */
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return 0;
+    const int Qc = Q < 1 ? 1 : (Q < K ? Q : K); /* clamped as ssd.cu does */
+    return scan_bwd_tc_fits(K, P, N, Qc, (size_t)v);
+}
+
+template <int SPT, bool TC>
 static int scan_bwd_launch(const ssd_dev_args &a, size_t bytes, float *states, float *dBp, float *dCp, float *partA,
                            float *partD, cudaStream_t st) {
     if (bytes > 49152)
-        ST_CUDA_TRY(
-            cudaFuncSetAttribute(scan_backward_kernel<SPT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    scan_backward_kernel<SPT>
+        ST_CUDA_TRY(cudaFuncSetAttribute(scan_backward_kernel<SPT, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)bytes));
+    scan_backward_kernel<SPT, TC>
         <<<(unsigned)((size_t)a.Bsz * a.H), SSD_THREADS, bytes, st>>>(a, states, dBp, dCp, partA, partD);
     ST_CUDA_LAUNCHED();
     return ST_OK;
@@ -217,12 +272,21 @@ extern "C" int st_cuda_ssd_scan_backward(int Bsz, int K, int H, int P, int G, in
     a.x = x, a.x_stride = x_stride, a.dt = dt, a.dt_stride = dt_stride, a.A = A;
     a.Bm = Bm, a.B_stride = B_stride, a.Cm = Cm, a.C_stride = C_stride, a.Dskip = Dskip;
     a.dy = dy, a.dy_stride = dy_stride, a.dx = dx, a.dx_stride = dx_stride, a.ddt = ddt, a.ddt_stride = ddt_stride;
-    const size_t bytes = bwd_smem_bytes(Q, P, N, 1);
     cudaStream_t st = (cudaStream_t)stream;
-    if ((size_t)P * N <= (size_t)SSD_THREADS * 2)
-        ST_TRY(scan_bwd_launch<2>(a, bytes, states, dBp, dCp, partA, partD, st));
-    else
-        ST_TRY(scan_bwd_launch<SCAN_BWD_MAX_SPT>(a, bytes, states, dBp, dCp, partA, partD, st));
+    const int small = (size_t)P * N <= (size_t)SSD_THREADS * 2;
+    if (scan_bwd_tc_fits(K, P, N, Q, smem_optin)) { /* bf16 mode: the products on the tensor cores */
+        const size_t bytes = ssd_tc_smem_bytes(Q, P, N);
+        if (small)
+            ST_TRY((scan_bwd_launch<2, true>(a, bytes, states, dBp, dCp, partA, partD, st)));
+        else
+            ST_TRY((scan_bwd_launch<SCAN_BWD_MAX_SPT, true>(a, bytes, states, dBp, dCp, partA, partD, st)));
+    } else {
+        const size_t bytes = bwd_smem_bytes(Q, P, N, 1);
+        if (small)
+            ST_TRY((scan_bwd_launch<2, false>(a, bytes, states, dBp, dCp, partA, partD, st)));
+        else
+            ST_TRY((scan_bwd_launch<SCAN_BWD_MAX_SPT, false>(a, bytes, states, dBp, dCp, partA, partD, st)));
+    }
     *taken = 1;
     return ST_OK;
 }

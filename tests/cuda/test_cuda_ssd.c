@@ -38,7 +38,15 @@
  * K in {50, 64} (padding, several chunks, a short last chunk), the long
  * window only Q = 16 (its state pass), the chunk-parallel backward only the
  * default shape, the backwards' comparison not the 32 chunks, the TF32
- * case the default and K=50 Q=16 shapes. */
+ * case the default and K=50 Q=16 shapes.
+ * Case 12: in the bf16 precision mode the scan backward runs its products
+ * in TF32 on the tensor cores where the shape allows (cuda/ssd_chunk_tc.cuh:
+ * Q, P, N multiples of 16, K of Q); every gradient against the fp32 SIMT
+ * backward, the CPU float chunked op and the float64 oracle (bound 2e-2,
+ * TF32's 2^-11 rounding over sums of 32-64 terms: ~1e-3 expected), the path
+ * each shape takes asserted (TC at the default shape, and at 1 and 4
+ * chunks outside quick mode; the SIMT fallback, with the fp32 bits, at an
+ * odd shape), reruns and strides bit-identical, fp32 restored after. */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -605,6 +613,72 @@ static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G,
     free_result(&off), free_problem(&pb);
 }
 
+/* The bf16 mode's scan backward (TF32 tensor-core products where the shape
+ * allows: expect_tc says whether this one should) against the fp32 SIMT
+ * scan backward on the same inputs and against the CPU: every gradient
+ * within TC_GRAD_BOUND, printed. The TC variant must change the bits (else
+ * it did not run); the fallback must keep them (it is the SIMT kernel).
+ * The forward's y is held to the same bound (bf16 mode may run it in TF32
+ * too). Leaves the precision at fp32. */
+#define TC_GRAD_BOUND 2e-2
+static void test_scan_bwd_tc(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int expect_tc,
+                             uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result f32 = make_result(&pb), tc0 = make_result(&pb), tc1 = make_result(&pb), tc2 = make_result(&pb);
+    result cpu = make_result(&pb), oracle = make_result(&pb);
+    cpu_float_chunked(&pb, Q, &cpu);
+    cpu_double_sequential(&pb, &oracle);
+    CHECK(st_cuda_ssd_backward_is_scan(Bsz, K, H, P, G, N, Q), "%s: the scan backward does not take this shape", label);
+    CHECK(!st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q), "%s: fp32 mode would run the TC variant", label);
+    int pads[4] = {0, 0, 0, 0}, ok = gpu_run(&pb, Q, 1, &f32, &pads[0]) == ST_OK;
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int is_tc = st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q);
+    st_cuda_ssd_set_scan_backward_tc(0);
+    const int tc_off = st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q);
+    st_cuda_ssd_set_scan_backward_tc(1);
+    ok = ok && gpu_run(&pb, Q, 1, &tc0, &pads[1]) == ST_OK && gpu_run(&pb, Q, 1, &tc1, &pads[2]) == ST_OK &&
+         gpu_run(&pb, Q, 0, &tc2, &pads[3]) == ST_OK;
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "%s: fp32 not restored after the bf16 runs", label);
+    CHECK(is_tc == expect_tc, "%s: bf16 mode %s the TC variant, expected %s", label, is_tc ? "takes" : "does not take",
+          expect_tc ? "TC" : "the SIMT fallback");
+    CHECK(!tc_off, "%s: st_cuda_ssd_set_scan_backward_tc(0) ignored", label);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d, %d chunks), bf16 mode, %s backward:\n", label, Bsz, K, H, P,
+               G, N, Q, K / Q + (K % Q != 0), is_tc ? "TF32 tensor-core" : "SIMT fallback");
+        const result *refs[3] = {&f32, &cpu, &oracle};
+        const char *ref_names[3] = {"GPU fp32 SIMT", "CPU f32 chunked", "CPU f64 seq"};
+        int grads_same = 1;
+        for (int i = T_Y; i < T_COUNT; i++) {
+            long rows;
+            int cols;
+            tensor_shape(&pb, i, &rows, &cols);
+            if (i > T_Y)
+                grads_same &=
+                    !memcmp(*tensor_ptr(&tc0, i), *tensor_ptr(&f32, i), sizeof(float) * (size_t)(rows * cols));
+            printf("  %-4s", tensor_names[i]);
+            for (int j = 0; j < 3; j++) {
+                long where;
+                double gv, rv, err = tensor_err(&pb, i, &tc0, refs[j], &where, &gv, &rv);
+                printf("  vs %s %.2e", ref_names[j], err);
+                CHECK(err <= TC_GRAD_BOUND, "%s: bf16 %s vs %s rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
+                      label, tensor_names[i], ref_names[j], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
+            }
+            printf("\n");
+        }
+        if (expect_tc)
+            CHECK(!grads_same, "%s: the TC variant gave the fp32 SIMT bits on every gradient (did it run?)", label);
+        else
+            CHECK(grads_same, "%s: the SIMT fallback in bf16 mode gave other bits than in fp32 mode", label);
+        CHECK(same_result(&pb, &tc0, &tc1), "%s: two bf16 runs differ (not deterministic)", label);
+        CHECK(same_result(&pb, &tc0, &tc2), "%s: bf16 padded strides give other bits than contiguous rows", label);
+        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a backward wrote into output padding", label);
+    }
+    free_result(&f32), free_result(&tc0), free_result(&tc1), free_result(&tc2);
+    free_result(&cpu), free_result(&oracle), free_problem(&pb);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_ssd_forward_chunked(1, 4, 3, 2, 2, 2, 4, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
@@ -671,7 +745,8 @@ static void run_numbered(int i) {
         if (!test_quick()) test_scan_bwd_vs_chunked("long window, 32 chunks", 2, 256, 4, 16, 2, 16, 8, 5900);
         test_bad_sizes();
         break;
-    case 11: /* the TF32 tensor-core scan forward (bf16 mode); its rule takes every shape whose shared memory fits */
+    case 11: /* the TF32 tensor-core scan forward (bf16 mode); its rule takes every shape whose shared memory fits
+              */
         test_scan_tc("default shape", 16, 64, 8, 32, 1, 64, 32, 1, 6000);
         test_scan_tc("odd shape, K=50 Q=16 (P, N padded to 16, last chunk 2 rows)", 5, 50, 8, 24, 2, 10, 16, 1, 6100);
         if (!test_quick()) {
@@ -680,12 +755,18 @@ static void run_numbered(int i) {
                          6300);
         }
         break;
+    case 12: /* bf16 mode: the scan backward's TF32 tensor-core variant */
+        test_scan_bwd_tc("TC default shape", 8, 64, 8, 32, 1, 64, 32, 1, 6000);
+        test_scan_bwd_tc("TC odd shape (SIMT fallback)", 5, 50, 8, 23, 2, 13, 16, 0, 6100);
+        if (!test_quick()) test_scan_bwd_tc("TC 4 chunks, two groups", 4, 64, 4, 16, 2, 32, 16, 1, 6200);
+        if (!test_quick()) test_scan_bwd_tc("TC one chunk", 4, 64, 8, 32, 1, 64, 64, 1, 6300);
+        break;
     }
     set_paths(1, 1, 1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 11; i++)
+    for (int i = 0; i <= 12; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

@@ -1,0 +1,331 @@
+/* ssd_chunk_tc.cuh: the scan backward's chunk products on the tensor cores
+ * (TF32 WMMA, m16n16k8, float accumulators) for the bf16 precision mode
+ * (cuda/linear_cuda.h: products may be bf16/TF32, 2e-2 on gradients); the
+ * SIMT steps of cuda/ssd_chunk_device.cuh stay the fp32 path and the
+ * elementwise decay work in double is theirs, unchanged. Used by
+ * model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays SIMT).
+ * CUDA sources only; include after cuda/ssd_chunk_device.cuh.
+ *
+ * Rule (ssd_tc_shape_fits): Q, P, N multiples of 16 and K a multiple of Q,
+ * so that every chunk has L = Q rows and every product is whole 16 x 16
+ * tiles with k-steps of 8; other shapes run the SIMT steps.
+ *
+ * Layout (ssd_tc_smem_bytes): bwd_smem's doubles, xds, dys [Q, N] (row
+ * stride N), G, Lm, dM [Q, Q] (stride Q), then the staged rows X, dY at row
+ * stride P + 4 and B, C at N + 4, and the two boundary states S_in, dS_out
+ * [P, N + 4]. WMMA loads and stores need a row stride that is a multiple
+ * of 4 floats and tile pointers on 32 bytes: every region starts on a
+ * multiple of 8 floats from a 128-byte aligned base (7Q + 256 doubles, then
+ * blocks of Q N, Q Q, Q (P + 4), Q (N + 4), P (N + 4) floats: multiples of
+ * 64 floats under the rule), and tiles start at rows and columns that are
+ * multiples of 8. Strides of 4 mod 32 put a fragment's 8 x 4 rows and
+ * columns in 32 banks. No region beyond the SIMT layout's but the padding:
+ * the epilogues run in place (75 KB at Q = 32, P = 32, N = 64: 3 blocks an
+ * SM, as the SIMT variant).
+ *
+ * Each output tile has one warp that owns it: no atomics, every sum in a
+ * fixed order (the WMMA's own), bit-identical run to run.
+ * bench/emu_scan_backward_tc.py emulates the offsets, views, k-ranges and
+ * phases below in float64 (and with TF32 rounding: ~3e-4 relative per
+ * product at the default shape); keep it in step with this file. */
+#ifndef ST_SSD_CHUNK_TC_CUH
+#define ST_SSD_CHUNK_TC_CUH
+
+#include <mma.h>
+
+/* Row-stride padding of the TC layout's staged rows and states. */
+#define SSD_TC_PAD 4
+
+/* Warps of a block: the tiles of each product are dealt out over them. */
+#define SSD_TC_WARPS (SSD_THREADS / 32)
+
+/* 1 when the TC steps take the shape (Q already clamped to [1, K]). */
+static inline int ssd_tc_shape_fits(int K, int P, int N, int Q) {
+    return Q > 0 && Q % 16 == 0 && K % Q == 0 && P % 16 == 0 && N % 16 == 0;
+}
+
+/* Shared bytes of the TC layout (staged rows and both boundary states). */
+static inline size_t ssd_tc_smem_bytes(int Q, int P, int N) {
+    const size_t q = (size_t)Q, xp = (size_t)P + SSD_TC_PAD, bn = (size_t)N + SSD_TC_PAD;
+    return sizeof(double) * (7 * q + SSD_THREADS) +
+           sizeof(float) * (2 * q * (size_t)N + 3 * q * q + 2 * q * xp + 2 * q * bn + 2 * (size_t)P * bn);
+}
+
+/* Where the TC layout's staged rows and states lie (after bwd_smem's). */
+struct ssd_tc_rows {
+    float *X, *dY, *B, *C, *Sin, *dSo;
+    int xs, bs, sld; /* row strides: X and dY, B and C, the states */
+};
+
+__device__ static inline ssd_tc_rows tc_rows(const ssd_bwd_smem &m, int Q, int P, int N) {
+    ssd_tc_rows r;
+    r.xs = P + SSD_TC_PAD, r.bs = N + SSD_TC_PAD, r.sld = N + SSD_TC_PAD;
+    r.X = m.stage;
+    r.dY = r.X + (size_t)Q * r.xs;
+    r.B = r.dY + (size_t)Q * r.xs;
+    r.C = r.B + (size_t)Q * r.bs;
+    r.Sin = r.C + (size_t)Q * r.bs;
+    r.dSo = r.Sin + (size_t)P * r.sld;
+    return r;
+}
+
+/* rows x cols of src (row stride ld) into dst at row stride dld. */
+__device__ static inline void tc_stage_rows(const float *src, int ld, int rows, int cols, float *dst, int dld) {
+    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x)
+        dst[(idx / cols) * dld + idx % cols] = src[(size_t)(idx / cols) * ld + idx % cols];
+}
+
+/* The chunk's rows of X, B (and C, dY when asked) into the TC layout, k
+ * pointing there afterwards (so that the SIMT steps' x_at etc. read them);
+ * callers __syncthreads before reading. */
+__device__ static inline void tc_stage_chunk(const ssd_dev_args &a, ssd_chunk &k, const ssd_tc_rows &r, int want_c,
+                                             int want_dy) {
+    tc_stage_rows(k.X, k.xs, k.L, a.P, r.X, r.xs), k.X = r.X, k.xs = r.xs;
+    tc_stage_rows(k.B, k.bs, k.L, a.N, r.B, r.bs), k.B = r.B, k.bs = r.bs;
+    if (want_c) tc_stage_rows(k.C, k.cs, k.L, a.N, r.C, r.bs), k.C = r.C, k.cs = r.bs;
+    if (want_dy) tc_stage_rows(k.dY, k.dys, k.L, a.P, r.dY, r.xs), k.dY = r.dY, k.dys = r.xs;
+}
+
+namespace ssd_tc {
+using namespace nvcuda;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc_t;
+
+/* The WMMA layout tag of a row-major (ROW) or column-major operand. */
+template <bool ROW> struct layout { typedef wmma::row_major type; };
+template <> struct layout<false> { typedef wmma::col_major type; };
+
+/* acc += A B over k = 0 .. kn-1 in steps of 8 (kn a multiple of 8), the
+ * operands' elements rounded to TF32 after loading. A is 16 x kn, B kn x 16,
+ * row-major (A_ROW, B_ROW: element (i, j) at p[i ld + j]) or column-major
+ * (at p[i + j ld]); a and b point at element (0, 0). */
+template <bool A_ROW, bool B_ROW>
+__device__ static inline void mma(acc_t &acc, const float *a, int lda, const float *b, int ldb, int kn) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, typename layout<A_ROW>::type> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, typename layout<B_ROW>::type> fb;
+    for (int k0 = 0; k0 < kn; k0 += 8) {
+        wmma::load_matrix_sync(fa, a + (A_ROW ? (size_t)k0 : (size_t)k0 * (size_t)lda), lda);
+        wmma::load_matrix_sync(fb, b + (B_ROW ? (size_t)k0 * (size_t)ldb : (size_t)k0), ldb);
+#pragma unroll
+        for (int i = 0; i < fa.num_elements; i++)
+            fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+#pragma unroll
+        for (int i = 0; i < fb.num_elements; i++)
+            fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+}
+
+__device__ static inline int warp_id() { return (int)(threadIdx.x / 32); }
+} // namespace ssd_tc
+
+/* Step 2 on the tensor cores: G = C B^T and dM = dY X^T tile by tile (the
+ * 16 x 16 tiles on or below the diagonal, a warp each), then as the SIMT
+ * step e, last, de and for s <= t Lm, everything above the diagonal 0.
+ * Contains a barrier: all threads call it. */
+__device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
+                                          const ssd_tc_rows &r) {
+    using namespace ssd_tc;
+    const int L = k.L, l16 = L / 16;
+    for (int i = threadIdx.x; i < L; i += blockDim.x) {
+        m.e[i] = exp(prefix(m.ai, i));
+        m.last[i] = exp(segment(m.ai, L - 1, i));
+        m.de[i] = 0;
+    }
+    for (int tile = warp_id(); tile < 2 * l16 * l16; tile += SSD_TC_WARPS) {
+        const int which = tile / (l16 * l16), ti = (tile % (l16 * l16)) / l16, si = tile % l16;
+        if (si > ti) continue; /* wholly above the diagonal: zeros, below */
+        acc_t acc;
+        wmma::fill_fragment(acc, 0.0f);
+        if (which == 0) { /* G[t, s] = C_t . B_s: C row-major, B^T as B col-major */
+            mma<true, false>(acc, r.C + (size_t)16 * ti * r.bs, r.bs, r.B + (size_t)16 * si * r.bs, r.bs, a.N);
+            wmma::store_matrix_sync(m.G + (size_t)16 * ti * L + 16 * si, acc, L, wmma::mem_row_major);
+        } else { /* dM[t, s] = dY_t . X_s */
+            mma<true, false>(acc, r.dY + (size_t)16 * ti * r.xs, r.xs, r.X + (size_t)16 * si * r.xs, r.xs, a.P);
+            wmma::store_matrix_sync(m.dM + (size_t)16 * ti * L + 16 * si, acc, L, wmma::mem_row_major);
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
+        const int t = idx / L, s = idx % L, on = s <= t;
+        m.Lm[idx] = on ? (float)exp(segment(m.ai, t, s)) : 0.0f;
+        if (!on) m.G[idx] = 0.0f, m.dM[idx] = 0.0f;
+    }
+}
+
+/* Step 4 on the tensor cores: xds = X dS_out and dys = dY S_in ([L, N],
+ * a warp a tile; zeros where the chunk has no such state), then the SIMT
+ * step's sum(dS_out o S_in) and its per-row terms. Contains barriers. */
+__device__ static inline void tc_boundary(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
+                                          const ssd_tc_rows &r) {
+    using namespace ssd_tc;
+    const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc, l16 = L / 16, n16 = a.N / 16;
+    const size_t pn = (size_t)a.P * (size_t)a.N;
+    for (int tile = warp_id(); tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
+        const int which = tile / (l16 * n16), ti = (tile % (l16 * n16)) / n16, ni = tile % n16;
+        acc_t acc;
+        wmma::fill_fragment(acc, 0.0f);
+        if (which == 0) {
+            if (has_out) mma<true, true>(acc, r.X + (size_t)16 * ti * r.xs, r.xs, r.dSo + 16 * ni, r.sld, a.P);
+            wmma::store_matrix_sync(m.xds + (size_t)16 * ti * a.N + 16 * ni, acc, a.N, wmma::mem_row_major);
+        } else {
+            if (has_in) mma<true, true>(acc, r.dY + (size_t)16 * ti * r.xs, r.xs, r.Sin + 16 * ni, r.sld, a.P);
+            wmma::store_matrix_sync(m.dys + (size_t)16 * ti * a.N + 16 * ni, acc, a.N, wmma::mem_row_major);
+        }
+    }
+    double ddc = 0; /* as bwd_boundary: this thread's share of sum(dS_out o S_in), into red */
+    if (has_in && has_out)
+        for (size_t j = threadIdx.x; j < pn; j += blockDim.x)
+            ddc += (double)r.dSo[(j / a.N) * r.sld + j % a.N] * (double)r.Sin[(j / a.N) * r.sld + j % a.N];
+    m.red[threadIdx.x] = ddc;
+    __syncthreads();
+    for (int i = threadIdx.x; i < L; i += blockDim.x) { /* bwd_boundary's per-row terms, the same code */
+        if (has_out) {
+            double dw = 0;
+            for (int n = 0; n < a.N; n++)
+                dw += (double)b_at(a, k, i, n) * m.xds[(size_t)i * a.N + n];
+            m.dd[i] += dw * m.last[i];
+            if (i < L - 1) {
+                float *rr = &m.Lm[(L - 1) * L + i];
+                *rr = (float)((double)*rr + dw * m.last[i] * m.dtv[i]);
+            }
+        }
+        if (has_in) {
+            double de = 0;
+            for (int n = 0; n < a.N; n++)
+                de += (double)c_at(a, k, i, n) * m.dys[(size_t)i * a.N + n];
+            if (i == L - 1 && has_out)
+                for (int j = 0; j < SSD_THREADS; j++)
+                    de += m.red[j];
+            m.de[i] = de;
+        }
+    }
+}
+
+/* bwd_steps with steps 2 and 4 on the tensor cores. The caller
+ * synchronises after. */
+__device__ static inline void tc_steps(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
+                                       const ssd_tc_rows &r) {
+    load_decays(a, k, m.ai, m.dtv);
+    __syncthreads();
+    tc_products(a, k, m, r);
+    __syncthreads();
+    bwd_intra(k, m);
+    __syncthreads();
+    tc_boundary(a, k, m, r);
+    __syncthreads();
+    bwd_prefix_rows(k, m);
+}
+
+/* The forward walk's own state X^T diag(w) B into own (P x N, row stride
+ * r.sld): XW = X diag(w) (floats, as scan_bwd_own's x w[t]) into the dY
+ * slot (free in the forward walk), then XW^T B a warp a tile. Contains a
+ * barrier; the caller synchronises after. */
+__device__ static inline void tc_own(const ssd_dev_args &a, const ssd_chunk &k, const float *w, const ssd_tc_rows &r,
+                                     float *own) {
+    using namespace ssd_tc;
+    for (int idx = threadIdx.x; idx < k.L * a.P; idx += blockDim.x) {
+        const int t = idx / a.P, p = idx % a.P;
+        r.dY[(size_t)t * r.xs + p] = r.X[(size_t)t * r.xs + p] * w[t];
+    }
+    __syncthreads();
+    const int p16 = a.P / 16, n16 = a.N / 16;
+    for (int tile = warp_id(); tile < p16 * n16; tile += SSD_TC_WARPS) {
+        const int pi = tile / n16, ni = tile % n16;
+        acc_t acc;
+        wmma::fill_fragment(acc, 0.0f); /* own[p, n] = sum_t XW[t, p] B[t, n]: XW^T as A col-major */
+        mma<false, true>(acc, r.dY + 16 * pi, r.xs, r.B + 16 * ni, r.bs, k.L);
+        wmma::store_matrix_sync(own + (size_t)16 * pi * r.sld + 16 * ni, acc, r.sld, wmma::mem_row_major);
+    }
+}
+
+/* Step 7 on the tensor cores, after step 6 (bwd_decay_grads) and its
+ * barrier, with U = dY^T diag(e) C (c > 0) into U (the S_in slot, row
+ * stride r.sld). In place, so that no region is added (each phase's
+ * barrier ends the last read of what the next overwrites):
+ *   1. G[s, s] += D (M' = M + D I: M'^T dY = M^T dY + D dY), dys *= e_t,
+ *      xds *= w_t (floats, as the SIMT step rounds its terms);
+ *   2. dC = dys + dG B into dys, dB = xds + dG^T C into xds, dX = M'^T dY
+ *      into the X slot (X is read for the last time in step 6);
+ *   3. dC, dB rows to dCh, dBh; B *= w_s, dY *= e_t in place (their last
+ *      reads were in phase 2);
+ *   4. dX += (w B) dS_out^T in the X slot; U = (e dY)^T C;
+ *   5. dX rows to dx.
+ * Contains barriers; the caller synchronises after (U complete). */
+__device__ static inline void tc_outputs(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
+                                         const ssd_tc_rows &r, float *dBh, float *dCh, float *U) {
+    using namespace ssd_tc;
+    const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc, N = a.N, P = a.P;
+    const int l16 = L / 16, n16 = N / 16, p16 = P / 16;
+    /* 1 */
+    for (int i = threadIdx.x; i < L; i += blockDim.x)
+        m.G[(size_t)i * L + i] += (float)k.D;
+    for (int idx = threadIdx.x; idx < L * N; idx += blockDim.x) {
+        const int t = idx / N;
+        m.dys[idx] = has_in ? (float)m.e[t] * m.dys[idx] : 0.0f;
+        m.xds[idx] = has_out ? (float)(m.last[t] * m.dtv[t]) * m.xds[idx] : 0.0f;
+    }
+    __syncthreads();
+    /* 2: dC's row t sums s <= t, dB's row s sums t >= s, dX's row s sums
+     * t >= s (dG, M' are 0 above the diagonal): the k-ranges skip zeros */
+    for (int tile = warp_id(); tile < 2 * l16 * n16 + l16 * p16; tile += SSD_TC_WARPS) {
+        acc_t acc;
+        if (tile < l16 * n16) { /* dC[t, n] = dys[t, n] + sum_s dG[t, s] B[s, n] */
+            const int ti = tile / n16, ni = tile % n16;
+            float *o = m.dys + (size_t)16 * ti * N + 16 * ni;
+            wmma::load_matrix_sync(acc, o, N, wmma::mem_row_major);
+            mma<true, true>(acc, m.dM + (size_t)16 * ti * L, L, r.B + 16 * ni, r.bs, 16 * (ti + 1));
+            wmma::store_matrix_sync(o, acc, N, wmma::mem_row_major);
+        } else if (tile < 2 * l16 * n16) { /* dB[s, n] = xds[s, n] + sum_t dG[t, s] C[t, n] */
+            const int j = tile - l16 * n16, si = j / n16, ni = j % n16, t0 = 16 * si;
+            float *o = m.xds + (size_t)16 * si * N + 16 * ni;
+            wmma::load_matrix_sync(acc, o, N, wmma::mem_row_major);
+            mma<false, true>(acc, m.dM + (size_t)t0 * L + t0, L, r.C + (size_t)t0 * r.bs + 16 * ni, r.bs, L - t0);
+            wmma::store_matrix_sync(o, acc, N, wmma::mem_row_major);
+        } else { /* dX[s, p] = sum_t M'[t, s] dY[t, p] */
+            const int j = tile - 2 * l16 * n16, si = j / p16, pi = j % p16, t0 = 16 * si;
+            wmma::fill_fragment(acc, 0.0f);
+            mma<false, true>(acc, m.G + (size_t)t0 * L + t0, L, r.dY + (size_t)t0 * r.xs + 16 * pi, r.xs, L - t0);
+            wmma::store_matrix_sync(r.X + (size_t)t0 * r.xs + 16 * pi, acc, r.xs, wmma::mem_row_major);
+        }
+    }
+    __syncthreads();
+    /* 3 */
+    for (int idx = threadIdx.x; idx < L * N; idx += blockDim.x) {
+        const int t = idx / N, n = idx % N;
+        const size_t o = (size_t)(k.t0 + t) * (size_t)N + (size_t)n;
+        dCh[o] = m.dys[idx], dBh[o] = m.xds[idx];
+        if (has_out) r.B[(size_t)t * r.bs + n] *= (float)(m.last[t] * m.dtv[t]);
+    }
+    if (has_in)
+        for (int idx = threadIdx.x; idx < L * P; idx += blockDim.x) {
+            const int t = idx / P, p = idx % P;
+            r.dY[(size_t)t * r.xs + p] *= (float)m.e[t];
+        }
+    __syncthreads();
+    /* 4 */
+    const int n_dx = has_out ? l16 * p16 : 0, n_u = has_in ? p16 * n16 : 0;
+    for (int tile = warp_id(); tile < n_dx + n_u; tile += SSD_TC_WARPS) {
+        acc_t acc;
+        if (tile < n_dx) { /* dX[s, p] += sum_n (w B)[s, n] dS_out[p, n]: dS_out^T as B col-major */
+            const int si = tile / p16, pi = tile % p16;
+            float *o = r.X + (size_t)16 * si * r.xs + 16 * pi;
+            wmma::load_matrix_sync(acc, o, r.xs, wmma::mem_row_major);
+            mma<true, false>(acc, r.B + (size_t)16 * si * r.bs, r.bs, r.dSo + (size_t)16 * pi * r.sld, r.sld, N);
+            wmma::store_matrix_sync(o, acc, r.xs, wmma::mem_row_major);
+        } else { /* U[p, n] = sum_t (e dY)[t, p] C[t, n]: (e dY)^T as A col-major */
+            const int j = tile - n_dx, pi = j / n16, ni = j % n16;
+            wmma::fill_fragment(acc, 0.0f);
+            mma<false, true>(acc, r.dY + 16 * pi, r.xs, r.C + 16 * ni, r.bs, L);
+            wmma::store_matrix_sync(U + (size_t)16 * pi * r.sld + 16 * ni, acc, r.sld, wmma::mem_row_major);
+        }
+    }
+    __syncthreads();
+    /* 5 */
+    for (int idx = threadIdx.x; idx < L * P; idx += blockDim.x) {
+        const int s = idx / P, p = idx % P;
+        a.dx[(k.row0 + (size_t)s) * (size_t)a.dx_stride + (size_t)k.h * (size_t)P + (size_t)p] =
+            r.X[(size_t)s * r.xs + p];
+    }
+}
+
+#endif

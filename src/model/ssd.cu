@@ -477,10 +477,8 @@ extern "C" int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G,
     size_t optin = 0;
     ST_TRY(smem_optin(&optin));
     int taken = 0; /* one kernel a (b, h) walking the chunks, where the shape fits (ssd_scan_backward.cu) */
-    ST_TRY(st_cuda_ssd_scan_backward(Bsz, K, H, P, G, N, a.Q, x, x_stride, dt, dt_stride, A, Bm, B_stride, Cm, C_stride,
-                                     Dskip, dy, dy_stride, dx, dx_stride, ddt, ddt_stride, work + lay.states,
-                                     work + lay.dBp, work + lay.dCp, work + lay.partA, work + lay.partD, optin, stream,
-                                     &taken));
+    ST_TRY(st_cuda_ssd_scan_backward(a, work + lay.states, work + lay.dBp, work + lay.dCp, work + lay.partA,
+                                     work + lay.partD, optin, stream, &taken));
     if (!taken) {
         a.stage = bwd_smem_bytes(a.Q, P, N, 1) <= optin;
         a.fused = a.stage && a.nc <= SSD_FUSE_MAX_CHUNKS;

@@ -257,31 +257,22 @@ static int scan_bwd_launch(const ssd_dev_args &a, size_t bytes, float *states, f
     return ST_OK;
 }
 
-extern "C" int st_cuda_ssd_scan_backward(int Bsz, int K, int H, int P, int G, int N, int Q, const float *x,
-                                         int x_stride, const float *dt, int dt_stride, const float *A, const float *Bm,
-                                         int B_stride, const float *Cm, int C_stride, const float *Dskip,
-                                         const float *dy, int dy_stride, float *dx, int dx_stride, float *ddt,
-                                         int ddt_stride, float *states, float *dBp, float *dCp, float *partA,
-                                         float *partD, size_t smem_optin, void *stream, int *taken) {
+int st_cuda_ssd_scan_backward(const ssd_dev_args &args, float *states, float *dBp, float *dCp, float *partA,
+                              float *partD, size_t smem_optin, void *stream, int *taken) {
     *taken = 0;
-    if (!st_cuda_ssd_scan_backward_fits(Bsz, K, H, P, N, Q, smem_optin)) return ST_OK;
-    ssd_dev_args a;
-    memset(&a, 0, sizeof a);
-    a.Bsz = Bsz, a.K = K, a.H = H, a.P = P, a.G = G, a.N = N, a.Q = Q, a.nc = (K + Q - 1) / Q;
-    a.stage = 1; /* the steps read the staged rows (row strides P + 1, N + 1) */
-    a.x = x, a.x_stride = x_stride, a.dt = dt, a.dt_stride = dt_stride, a.A = A;
-    a.Bm = Bm, a.B_stride = B_stride, a.Cm = Cm, a.C_stride = C_stride, a.Dskip = Dskip;
-    a.dy = dy, a.dy_stride = dy_stride, a.dx = dx, a.dx_stride = dx_stride, a.ddt = ddt, a.ddt_stride = ddt_stride;
+    if (!st_cuda_ssd_scan_backward_fits(args.Bsz, args.K, args.H, args.P, args.N, args.Q, smem_optin)) return ST_OK;
+    ssd_dev_args a = args;
+    a.stage = 1, a.fused = 0; /* the steps read the staged rows (row strides P + 1, N + 1) */
     cudaStream_t st = (cudaStream_t)stream;
-    const int small = (size_t)P * N <= (size_t)SSD_THREADS * 2;
-    if (scan_bwd_tc_fits(K, P, N, Q, smem_optin)) { /* bf16 mode: the products on the tensor cores */
-        const size_t bytes = ssd_tc_smem_bytes(Q, P, N);
+    const int small = (size_t)a.P * a.N <= (size_t)SSD_THREADS * 2;
+    if (scan_bwd_tc_fits(a.K, a.P, a.N, a.Q, smem_optin)) { /* bf16 mode: the products on the tensor cores */
+        const size_t bytes = ssd_tc_smem_bytes(a.Q, a.P, a.N);
         if (small)
             ST_TRY((scan_bwd_launch<2, true>(a, bytes, states, dBp, dCp, partA, partD, st)));
         else
             ST_TRY((scan_bwd_launch<SCAN_BWD_MAX_SPT, true>(a, bytes, states, dBp, dCp, partA, partD, st)));
     } else {
-        const size_t bytes = bwd_smem_bytes(Q, P, N, 1);
+        const size_t bytes = bwd_smem_bytes(a.Q, a.P, a.N, 1);
         if (small)
             ST_TRY((scan_bwd_launch<2, false>(a, bytes, states, dBp, dCp, partA, partD, st)));
         else

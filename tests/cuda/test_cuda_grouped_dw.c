@@ -16,6 +16,7 @@
 typedef struct {
     const char *name;
     int rows, groups, in, out;
+    int aligned; /* row strides multiples of 4 (the kernel's 16-byte copies) or odd (its 4-byte ones) */
 } gdw_case;
 
 /* dW after one call on the GPU (dW starting at init). */
@@ -33,7 +34,9 @@ static float *gpu_dw(const gdw_case *c, const float *dy, int dy_stride, const fl
 }
 
 static void run_case(const gdw_case *c, uint64_t seed) {
-    const int dy_stride = c->groups * c->out + 3, x_stride = c->groups * c->in + 5; /* padded rows */
+    /* padded rows: by 4 and 8 floats (aligned) or 3 and 5 */
+    const int dy_stride = c->groups * c->out + (c->aligned ? 4 : 3),
+              x_stride = c->groups * c->in + (c->aligned ? 8 : 5);
     const size_t ndy = (size_t)c->rows * dy_stride, nx = (size_t)c->rows * x_stride;
     const size_t nw = (size_t)c->groups * c->out * c->in;
     float *dy = host_randn_scaled(ndy, 1.0f, seed, 1), *x = host_randn_scaled(nx, 1.0f, seed, 2);
@@ -70,14 +73,16 @@ int main(void) {
 #ifdef ST_HAVE_CUDA
     const int long_rows = test_quick() ? 9001 : 70001;
     const gdw_case cases[] = {
-        {"default glu_w, rows of 2 windows (one split)", 128, 40, 32, 64},
-        {"default glu_w, many splits, the last short", long_rows, 6, 32, 64},
-        {"default fc2_w", 4099, 40, 32, 32},
-        {"tiny glu_w (Dv 8)", 2050, 40, 8, 16},
-        {"tiny fc2_w (Dv 8)", 64, 40, 8, 8},
-        {"odd 24 -> 48 (headdim-like sizes)", 3001, 7, 24, 48},
-        {"out 6, in 5: the cuBLAS products", 1500, 3, 5, 6},
-        {"one row", 1, 4, 32, 64},
+        {"default glu_w, rows of 2 windows (one split)", 128, 40, 32, 64, 1},
+        {"default glu_w, many splits, the last short", long_rows, 6, 32, 64, 1},
+        {"default glu_w, many splits, odd strides", long_rows, 6, 32, 64, 0},
+        {"default fc2_w", 4099, 40, 32, 32, 1},
+        {"default fc2_w, odd strides", 4099, 40, 32, 32, 0},
+        {"tiny glu_w (Dv 8)", 2050, 40, 8, 16, 1},
+        {"tiny fc2_w (Dv 8), odd strides", 64, 40, 8, 8, 0},
+        {"odd 24 -> 48 (headdim-like sizes)", 3001, 7, 24, 48, 0},
+        {"out 6, in 5: the cuBLAS products", 1500, 3, 5, 6, 0},
+        {"one row", 1, 4, 32, 64, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i], 7000 + i);

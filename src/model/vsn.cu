@@ -33,8 +33,8 @@
  * them) and for the softmax backward, a thread per row for the selection
  * GRN's norm and softmax.
  * Parameter gradients are reductions over all rows: the weight gradients
- * cuBLAS products (dW += dy^T x, one per variable for the stacked GRNs),
- * the biases and the LayerNorm weights column sums in double
+ * cuBLAS products (dW += dy^T x; for the stacked GRNs one launch of
+ * st_cuda_grouped_dw over all variables), the biases and the LayerNorm weights column sums in double
  * (st_cuda_colsum_add, over per-row products for the norm weights): no
  * atomics, bit-identical run to run and independent of the callers'
  * strides. (Threads per weight summing rows serially, then a thread per
@@ -61,6 +61,7 @@
 #include "cuda/vsn_device.cuh"
 
 extern "C" {
+#include "cuda/grouped_dw_cuda.h"
 #include "cuda/linear_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_fold_cuda.h"
@@ -957,17 +958,6 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
 
 /* ---- host: backward ------------------------------------------------------ */
 
-/* The stacked GRNs' weight gradients: for each variable g < groups,
- * dW[g] ([out, in]) += dy_g^T x_g with dy_g = dy + g*dy_goff and
- * x_g = x + g*x_goff (row strides dy_stride, x_stride). */
-static int grouped_dw(int rows, int groups, int in, int out, const float *dy, int dy_stride, int dy_goff,
-                      const float *x, int x_stride, int x_goff, float *dW, cudaStream_t st) {
-    for (int g = 0; g < groups; g++)
-        ST_TRY(st_cuda_gemm(1, 0, out, in, rows, 1.0f, dy + (size_t)g * dy_goff, dy_stride, x + (size_t)g * x_goff,
-                            x_stride, 1.0f, dW + (size_t)g * out * in, in, st));
-    return ST_OK;
-}
-
 /* The selection GRN's backward from dlog (in work): its parameter
  * gradients but those of fc1 and the skip, whose reductions over s go to
  * wk.fr (G, gs, Gk, gk) for st_cuda_vsn_fold_backward; dc (=|+=) the ctx
@@ -1010,11 +1000,11 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *s, int s_st
  * recomputed; the softmax backward has used them): every parameter
  * gradient of vsn.var but fc1's, and the reductions Q, Sx, q, X of
  * wk.fr that give fc1's and the embedding's (st_cuda_vsn_fold_backward).
- * The products are batched over the variables; the weight gradients a
- * product per variable (dW_j += dy_j^T x_j, inner dimension rows), the
- * biases and norm weights column sums. The slots of `work` are reused as
- * their contents die, so that the backward needs one P-wide slot (dx)
- * more than the forward's activations:
+ * The products are batched over the variables; the weight gradients
+ * dW_j += dy_j^T x_j (inner dimension rows) one launch for all variables
+ * (st_cuda_grouped_dw), the biases and norm weights column sums. The
+ * slots of `work` are reused as their contents die, so that the backward
+ * needs one P-wide slot (dx) more than the forward's activations:
  *   glu -> dgl (in place) -> the s-weighted terms of Q and Sx;
  *   x -> pw (in place) -> dh2;  h2 -> dh1.
  * Leaves dx and dh1 (at wk.a.h2) in work for ds. */
@@ -1032,12 +1022,12 @@ static int var_backward(int rows, int F, int Dv, const float *s, int s_stride, c
     /* glu: dh2 = dgl W_glu (over pw, summed above) */
     ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, 2 * Dv, 1.0f, dgl, 2 * P, 2 * Dv, w.var_glu_w, Dv, 2 * DD, 0.0f, dh2, P,
                                 Dv, F, st));
-    ST_TRY(grouped_dw(rows, F, Dv, 2 * Dv, dgl, 2 * P, 2 * Dv, a.h2, P, Dv, g.var_glu_w, st));
+    ST_TRY(st_cuda_grouped_dw(rows, F, Dv, 2 * Dv, dgl, 2 * P, 2 * Dv, a.h2, P, Dv, g.var_glu_w, st));
     ST_TRY(st_cuda_colsum_add(rows, 2 * P, dgl, 2 * P, wk.fr.gg, st)); /* glu_b, and glu_w's folded part */
     /* fc2 and the ELU: dh1 = (dh2 W_fc2) ELU'(h1) (over h2, used above) */
     ST_TRY(st_cuda_gemm_batched(0, 0, rows, Dv, Dv, 1.0f, dh2, P, Dv, w.var_fc2_w, Dv, DD, 0.0f, dh1, P, Dv, F, st));
     ST_TRY(launch_n(R * P, st, elu_bwd_kernel, rows, P, (const float *)a.h1, dh1));
-    ST_TRY(grouped_dw(rows, F, Dv, Dv, dh2, P, Dv, a.h1, P, Dv, g.var_fc2_w, st));
+    ST_TRY(st_cuda_grouped_dw(rows, F, Dv, Dv, dh2, P, Dv, a.h1, P, Dv, g.var_fc2_w, st));
     ST_TRY(st_cuda_colsum_add(rows, P, dh2, P, g.var_fc2_b, st));
     /* fc1 and the skips into e_j (folded): Q | Sx = colsum(s_j [dh1 | dx]), q = colsum(dh1), X = colsum(dx) */
     ST_TRY(st_cuda_vsn_scale2(rows, F, Dv, s, s_stride, dh1, P, wk.dx, P, terms, st));

@@ -8,8 +8,10 @@
  * default preset: 2.4 ms of 44.5, bench/NOTES.md); here one launch covers
  * every group and row split. Deterministic: float sums within a row split
  * (st_rowsplit_range), the splits added in double in split order; the
- * order depends on rows only. Shapes with out * in <= 2,048, out % 4 == 0
- * and in % 2 == 0 take the kernel, others a cuBLAS product per group
+ * order depends on rows only. In the fp32 precision mode, shapes with
+ * out * in <= 2,048, out % 4 == 0 and in % 2 == 0 take the kernel; other
+ * shapes, and every shape in bf16 mode (where cuBLAS's tensor-core
+ * products are faster at 8,192 windows), a cuBLAS product per group
  * (st_cuda_gemm, the matrix-product precision). */
 #ifndef ST_GROUPED_DW_CUDA_H
 #define ST_GROUPED_DW_CUDA_H

@@ -133,7 +133,9 @@ extern "C" int st_cuda_grouped_dw(int rows, int groups, int in, int out, const f
     const int fits = out % 4 == 0 && in % 2 == 0 && (long)(out / 4) * (in / 2) <= GDW_THREADS &&
                      (long)GDW_ROWS * (out + in) / (vec ? 4 : 1) <= (long)GDW_THREADS * gdw_max_units(vec ? 4 : 1) &&
                      bytes <= 48 * 1024;
-    if (!gdw_kernel_on || !fits) {
+    /* bf16 mode: cuBLAS's tensor-core products beat these CUDA-core FMAs at
+     * 8,192 windows (+1.5 ms a training step with the kernel, bench/NOTES.md) */
+    if (!gdw_kernel_on || !fits || st_cuda_matmul_precision() == ST_MATMUL_BF16) {
         for (int g = 0; g < groups; g++)
             ST_TRY(st_cuda_gemm(1, 0, out, in, rows, 1.0f, dy + (size_t)g * dy_goff, dy_stride, x + (size_t)g * x_goff,
                                 x_stride, 1.0f, dW + (size_t)g * out * in, in, stream));

@@ -969,6 +969,30 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     return ST_OK;
 }
 
+extern "C" int st_cuda_vsn_table_build(int rows, int F, int Dv, const float *s, int s_stride,
+                                       const struct st_vsn_weights_f32 *w, float *tab, float *work, void *stream) {
+    ST_TRY(vsn_check_sizes(rows, F, 0, Dv));
+    st_vsn_fold fo = st_vsn_fold_at(work, F, Dv);
+    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &fo, stream));
+    return st_cuda_vsn_table_fill(rows, F, Dv, s, s_stride, w, &fo, tab, stream);
+}
+
+extern "C" int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
+                                         int c_stride, const struct st_vsn_weights_f32 *w, const float *tab,
+                                         const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
+                                         float *saved, float *work, void *stream) {
+    ST_TRY(vsn_check_sizes(rows, F, C, Dv));
+    ST_REQUIRE(st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT, "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
+    if (rows == 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    vsn_saved sv = saved_at(saved, rows, F, Dv);
+    vsn_work wk = work_at(work, rows, F, Dv);
+    ST_TRY(launch_n((size_t)rows * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
+    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st)); /* the selection GRN's folded fc1 and skip */
+    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
+}
+
 /* ---- host: backward ------------------------------------------------------ */
 
 /* The selection GRN's backward from dlog (in work): its parameter

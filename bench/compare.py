@@ -132,7 +132,8 @@ def act_section(ours, th, tg, lines):
     rows = []
     for r in ours.get("act", []):
         n, p = r.get("envs"), r.get("precision")
-        mine = r.get("median_ms") if "error" not in r else None
+        # with a bar table, the step's time plus its share of the table's build (once a rollout of T steps)
+        mine = r.get("median_with_build_ms", r.get("median_ms")) if "error" not in r else None
         t = torch_lookup(th.get("act"), "envs", n, p)
         best = min(t.values()) if t else None
         comp = [t[m] for m in ("compile", "reduce-overhead") if m in t]

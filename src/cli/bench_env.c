@@ -38,6 +38,8 @@ typedef struct {
     st_bench_pool pool;
     int *action;
     float *logp, *win, *logits, *value;
+    float *tab;   /* act: the bar table [feat rows, F Dv] (NULL: none) */
+    int *tab_row; /* [n K] */
     int *actions[ST_BENCH_MAX_SETS]; /* envwin: pre-drawn */
 } env_bench;
 
@@ -83,19 +85,36 @@ static int act_step(void *ctx, int k, cudaStream_t s) {
     int n = b->n, ws = st_row_width(d);
     ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)b->feat->inst, b->feat->F, b->out.inst,
                                 b->out.bar, b->out.ctx, b->out.ctx_stride, b->win, ws, s));
-    ST_TRY(st_cuda_model_forward(&b->model, n, b->win, ws, b->logits, d->A, b->value));
+    if (b->tab) { /* the trainer's action step: the VSN's per-variable part from the bar table */
+        ST_TRY(st_cuda_window_feature_rows(n, d->K, b->feat, b->out.inst, b->out.bar, b->tab_row, s));
+        ST_TRY(st_cuda_model_forward_table(&b->model, n, b->win, ws, b->tab, b->tab_row, b->logits, d->A, b->value));
+    } else {
+        ST_TRY(st_cuda_model_forward(&b->model, n, b->win, ws, b->logits, d->A, b->value));
+    }
     ST_TRY(st_cuda_select_actions(n, d->A, b->logits, d->A, b->seed, ST_STREAM_ACTION, NULL, 0, b->action, b->logp, s));
     ST_TRY(st_cuda_env_step(&b->env, b->action, &b->out, s));
     return ST_OK;
+}
+
+/* The bar table's build (once a rollout: the weights change only between rollouts). */
+static int table_step(void *ctx, int k, cudaStream_t s) {
+    (void)k, (void)s;
+    env_bench *b = ctx;
+    return st_cuda_model_table_build(&b->model, b->feat->rows, b->feat->data, b->feat->F, b->tab);
 }
 
 int st_bench_act(const st_bench_opts *o, cJSON *out) {
     cJSON *arr = cJSON_AddArrayToObject(out, "act");
     const st_dims *d = &o->d;
     printf("\n== act: window build + forward + action sampling + environment step, one CUDA graph,\n"
-           "   median of %d replays after %d warm-up (the environments advance)\n",
-           o->repeats, o->warmup);
-    printf("  %7s %5s %9s %9s %9s %12s\n", "envs", "prec", "median us", "p10 us", "p90 us", "env steps/s");
+           "   median of %d replays after %d warm-up (the environments advance)%s\n",
+           o->repeats, o->warmup,
+           o->bar_table ? ";\n   the VSN's per-variable GRNs through the rollout's bar table, its build (once a "
+                          "rollout of T steps)\n   timed apart: 'with build/T' adds its share to a step, env steps/s "
+                          "counts it"
+                        : "");
+    printf("  %7s %5s %9s %9s %9s %12s %10s %12s\n", "envs", "prec", "median us", "p10 us", "p90 us", "env steps/s",
+           "table ms", "with build/T");
     fflush(stdout);
     int failed = 0;
     st_bench_setup su;
@@ -129,18 +148,29 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
             if (r == ST_OK) r = PALLOC(&b.pool, b.value, n);
             if (r == ST_OK) r = st_cuda_model_init(&b.model, d, &su.table, n, wd, gd);
             if (r == ST_OK) b.model_ok = 1, b.model.stream = (void *)s;
-            st_bench_times tm;
+            if (r == ST_OK && o->bar_table && st_cuda_model_table_fits(&b.model)) {
+                r = PALLOC(&b.pool, b.tab, (size_t)su.feat.rows * d->F * d->Dv);
+                if (r == ST_OK) r = PALLOC(&b.pool, b.tab_row, (size_t)n * d->K);
+            }
+            st_bench_times tm, tb;
+            memset(&tb, 0, sizeof tb);
             st_cuda_set_matmul_precision((st_matmul_precision)p);
+            if (r == ST_OK && b.tab) r = st_bench_capture_and_time(table_step, &b, 1, o, s, &tb); /* leaves it built */
             if (r == ST_OK) r = act_step(&b, 0, s); /* eager: errors outside capture, cuBLAS handle made */
             if (r == ST_OK) r = CUS(cudaStreamSynchronize(s));
             if (r == ST_OK) r = st_bench_capture_and_time(act_step, &b, 1, o, s, &tm);
             st_cuda_set_matmul_precision(ST_MATMUL_FP32);
             if (r == ST_OK) r = st_cuda_env_check(&b.env);
             if (r == ST_OK) {
+                const double step = tm.median + (b.tab ? tb.median / d->T : 0); /* ms, the build's share added */
                 st_bench_add_times(row, &tm);
-                cJSON_AddNumberToObject(row, "env_steps_per_s", n / (tm.median * 1e-3));
-                printf("  %7d %5s %9.1f %9.1f %9.1f %12.4g\n", n, st_bench_precision_name(p), tm.median * 1e3,
-                       tm.p10 * 1e3, tm.p90 * 1e3, n / (tm.median * 1e-3));
+                cJSON_AddNumberToObject(row, "bar_table", b.tab != NULL);
+                if (b.tab) cJSON_AddNumberToObject(row, "table_build_ms", tb.median);
+                cJSON_AddNumberToObject(row, "median_with_build_ms", step);
+                cJSON_AddNumberToObject(row, "env_steps_per_s", n / (step * 1e-3));
+                printf("  %7d %5s %9.1f %9.1f %9.1f %12.4g %10.3f %12.1f\n", n, st_bench_precision_name(p),
+                       tm.median * 1e3, tm.p10 * 1e3, tm.p90 * 1e3, n / (step * 1e-3), b.tab ? tb.median : 0.0,
+                       step * 1e3);
                 fflush(stdout);
             } else {
                 st_bench_record_error(row, what);

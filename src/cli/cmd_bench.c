@@ -40,6 +40,8 @@ static const st_flag flags[] = {
     {"copy-mib", "N", "bytes of the device-to-device copy ceiling in MiB (default 1024)"},
     {"seed", "N", "seed of the inputs and weights (default 1)"},
     {"vsn-fused", "0|1", "the VSN forward's per-variable GRNs as one fused kernel (1, default) or unfused (0)"},
+    {"bar-table", "0|1", "act: the VSN's per-variable GRNs once a bar through the rollout's bar table (1, default) or "
+                         "once a window row (0)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -130,6 +132,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "vsn-fused", 1, &o->vsn_fused));
     ST_REQUIRE(o->vsn_fused == 0 || o->vsn_fused == 1, ST_ERR_INPUT, "--vsn-fused: %d is neither 0 nor 1",
                o->vsn_fused);
+    ST_TRY(st_args_int(a, "bar-table", 1, &o->bar_table));
+    ST_REQUIRE(o->bar_table == 0 || o->bar_table == 1, ST_ERR_INPUT, "--bar-table: %d is neither 0 nor 1",
+               o->bar_table);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -173,6 +178,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "e2e_epochs", o->e2e_epochs);
     cJSON_AddNumberToObject(root, "gemm_size", o->gemm_size);
     cJSON_AddNumberToObject(root, "vsn_fused", o->vsn_fused);
+    cJSON_AddNumberToObject(root, "bar_table", o->bar_table);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);

@@ -70,6 +70,9 @@ typedef struct {
     int splits;
 } st_rowsplit;
 int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan);
+/* The same with the caller's split count: min(want, rows, what the scratch
+ * holds for cols columns); parts NULL and splits 1 when that is under 2. */
+int st_cuda_rowsplit_plan_n(int rows, int cols, int want, void *stream, st_rowsplit *plan);
 /* sum[c] += sum over s < splits of parts[s * ld + c], c < cols, in order;
  * nothing when parts is NULL. */
 int st_cuda_rowsplit_finish(int cols, const double *parts, int ld, int splits, float *sum, void *stream);

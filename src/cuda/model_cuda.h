@@ -88,6 +88,27 @@ void st_cuda_model_bind(st_cuda_model *m, float *w_dev, float *g_dev);
 int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, int x_stride, float *logits, int logits_stride,
                           float *value);
 
+/* The action step's bar table. The VSN's per-variable GRN outputs t_j
+ * depend on a window row's snapshot features alone, and those are a
+ * market bar's (the window builder copies them), so while the weights
+ * stay fixed (a rollout's T steps, an evaluation) t_j can be formed once a
+ * bar instead of once a window row (K = 64 times a bar at the default
+ * preset). st_cuda_model_table_build fills tab [bars, F Dv] floats from
+ * the snapshot rows s (row stride s_stride: a market's features) with the
+ * current weights; st_cuda_model_forward_table is st_cuda_model_forward
+ * with the VSN's v combined from tab (tab_row [n K] device ints: each
+ * window row's bar, st_cuda_window_feature_rows): the same logits, value
+ * and saved state, bit for bit, where window row r's snapshot equals bar
+ * tab_row[r]'s (so st_cuda_model_backward may follow either). The table
+ * must be built again after every change of the weights: the training
+ * step, whose weights change every minibatch, runs st_cuda_model_forward.
+ * st_cuda_model_table_fits: 1 when the model can use a table (Dv 8, 16 or
+ * 32). */
+int st_cuda_model_table_fits(const st_cuda_model *m);
+int st_cuda_model_table_build(st_cuda_model *m, long bars, const float *s, int s_stride, float *tab);
+int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_stride, const float *tab,
+                                const int *tab_row, float *logits, int logits_stride, float *value);
+
 /* Backward of the last forward: parameter gradients are added to m->g; dX
  * (the window's gradient, [n*K, F+C] at row stride dx_stride; NULL: not
  * wanted) is written, its padding untouched. */

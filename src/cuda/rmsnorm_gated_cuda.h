@@ -8,7 +8,10 @@
  * typically a column slice of the in_proj output row); w, dw [n]; rstd
  * [rows]. Device pointers; stream a cudaStream_t (NULL: default). One warp
  * per row with row sums in double, dw summed over rows in a fixed order
- * (bit-identical from run to run). Returns ST_OK or ST_ERR_DEVICE. */
+ * (bit-identical from run to run, and whether or not the buffers allow
+ * 16-byte loads). dw's partial sums use linear_cuda.h's row-split scratch
+ * (its rules hold: one uncaptured call first, one reduction at a time per
+ * device). Returns ST_OK or ST_ERR_DEVICE. */
 #ifndef ST_RMSNORM_GATED_CUDA_H
 #define ST_RMSNORM_GATED_CUDA_H
 

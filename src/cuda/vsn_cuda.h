@@ -45,6 +45,21 @@ int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_st
                         const struct st_vsn_weights_f32 *w, float *v, int v_stride, float *alpha, int alpha_stride,
                         float *saved, float *work, void *stream);
 
+/* The forward through a bar table (cuda/vsn_forward_fused_cuda.h): the
+ * selection GRN as st_cuda_vsn_forward runs it, then v from the table's
+ * t_j, tab_row [rows] naming each row's table row; the same v, alpha and
+ * `saved` bits as st_cuda_vsn_forward where row r's s equals the s that
+ * filled table row tab_row[r]. st_cuda_vsn_table_build fills tab
+ * ([rows, F Dv] floats) from the s rows of `rows` bars with the current
+ * weights; work: st_vsn_fold_count(F, Dv) floats or more. Both need
+ * st_cuda_vsn_table_fits(F, Dv). */
+int st_cuda_vsn_table_build(int rows, int F, int Dv, const float *s, int s_stride, const struct st_vsn_weights_f32 *w,
+                            float *tab, float *work, void *stream);
+int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
+                              int c_stride, const struct st_vsn_weights_f32 *w, const float *tab, const int *tab_row,
+                              float *v, int v_stride, float *alpha, int alpha_stride, float *saved, float *work,
+                              void *stream);
+
 int st_cuda_vsn_backward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
                          const struct st_vsn_weights_f32 *w, const float *saved, const float *dv, int dv_stride,
                          float *ds, int ds_stride, float *dc, int dc_stride, int dc_accumulate,

@@ -24,6 +24,27 @@ int st_cuda_vsn_forward_fused(int rows, int F, int Dv, const float *s, int s_str
                               int alpha_stride, const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo, float *v,
                               int v_stride, void *stream, int *taken);
 
+/* The bar table: the same kernel's t_j, not combined. The per-variable
+ * GRNs read s[r, j] alone, so in a rollout (weights fixed for T steps,
+ * each window K rows of bars that earlier windows held too) t_j can be
+ * formed once a bar and combined per row with that row's alpha:
+ *   st_cuda_vsn_table_fill    tab[r, j Dv + c] = t_j[c] of s row r (rows
+ *                             x F Dv floats, contiguous), with the folds fo
+ *                             of the current weights;
+ *   st_cuda_vsn_table_combine v[r] = sum_j alpha[r, j] tab[tab_row[r], j]
+ *                             over j in order in double, rounded once:
+ *                             the combine of st_cuda_vsn_forward_fused,
+ *                             so v has its bits (the same t_j, the same
+ *                             sum) where s row r of the forward equals
+ *                             table row tab_row[r].
+ * st_cuda_vsn_table_fits: 1 when fill can run (Dv 8, 16 or 32 and the
+ * fused kernel not switched off). */
+int st_cuda_vsn_table_fits(int F, int Dv);
+int st_cuda_vsn_table_fill(int rows, int F, int Dv, const float *s, int s_stride, const struct st_vsn_weights_f32 *w,
+                           const st_vsn_fold *fo, float *tab, void *stream);
+int st_cuda_vsn_table_combine(int rows, int F, int Dv, const float *alpha, int alpha_stride, const float *tab,
+                              const int *tab_row, float *v, int v_stride, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,7 @@ int st_cuda_window_build(int B, int K, int F, int C, const float *const *inst_fe
 typedef struct {
     int n_inst;
     int F;              /* the row stride of every instrument's features */
+    long rows;          /* the bars of all instruments: data's rows */
     float *data;        /* all features, instrument after instrument */
     const float **inst; /* device array [n_inst]: bar 0 of each instrument */
 } st_cuda_features;
@@ -41,5 +42,12 @@ typedef struct {
  * st_cuda_features_free. */
 int st_cuda_features_upload(const st_market *m, st_cuda_features *out);
 void st_cuda_features_free(st_cuda_features *f);
+
+/* rows[b K + k] = the row of f->data that st_cuda_window_build copies into
+ * window row k of pair b (inst[b], bar[b]), [B * K] device ints: the index
+ * of the action step's bar table (cuda/model_cuda.h). f->rows must be
+ * below 2^31. */
+int st_cuda_window_feature_rows(int B, int K, const st_cuda_features *f, const int *inst, const int *bar, int *rows,
+                                void *stream);
 
 #endif

@@ -65,12 +65,33 @@ extern "C" int st_cuda_window_build(int B, int K, int F, int C, const float *con
     return ST_OK;
 }
 
+/* Row b K + k: the row of base that window row k of pair b copies. */
+static __global__ void window_feature_rows_kernel(int B, int K, const float *const *inst_feat, const float *base,
+                                                  int feat_stride, const int *inst, const int *bar, int *rows) {
+    long r = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= (long)B * K) return;
+    long b = r / K;
+    int k = (int)(r % K);
+    rows[r] = (int)((inst_feat[inst[b]] - base) / feat_stride + bar[b] - K + 1 + k);
+}
+
+extern "C" int st_cuda_window_feature_rows(int B, int K, const st_cuda_features *f, const int *inst, const int *bar,
+                                           int *rows, void *stream) {
+    long count = (long)B * K;
+    if (count <= 0) return ST_OK;
+    window_feature_rows_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(B, K, f->inst, f->data, f->F,
+                                                                                         inst, bar, rows);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
 extern "C" void st_cuda_features_free(st_cuda_features *f) {
     cudaFree(f->data);
     cudaFree((void *)f->inst);
     f->data = NULL;
     f->inst = NULL;
     f->n_inst = 0;
+    f->rows = 0;
 }
 
 /* Copies every instrument's rows into data and the pointer table into out->inst. */
@@ -91,9 +112,12 @@ extern "C" int st_cuda_features_upload(const st_market *m, st_cuda_features *out
     out->F = m->F;
     out->data = NULL;
     out->inst = NULL;
+    out->rows = 0;
     size_t total = 0;
-    for (int i = 0; i < m->n_inst; i++)
+    for (int i = 0; i < m->n_inst; i++) {
         total += (size_t)m->inst[i].n * (size_t)m->F;
+        out->rows += m->inst[i].n;
+    }
     const float **host_ptrs = (const float **)malloc(sizeof(float *) * (size_t)(m->n_inst > 0 ? m->n_inst : 1));
     if (!host_ptrs) return ST_FAIL(ST_ERR_MEMORY, "features upload: no memory for %d pointers", m->n_inst);
     cudaError_t e = cudaMalloc((void **)&out->data, sizeof(float) * (total ? total : 1));

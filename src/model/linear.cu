@@ -241,16 +241,21 @@ static __global__ void colsum_finish_kernel(int cols, int ld, int splits, const 
     sum[c] += (float)t;
 }
 
-extern "C" int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan) {
+extern "C" int st_cuda_rowsplit_plan_n(int rows, int cols, int want, void *stream, st_rowsplit *plan) {
     plan->parts = NULL, plan->splits = 1;
     if (rows <= 0 || cols <= 0) return ST_OK;
     st_blas *b = NULL;
     ST_TRY(blas_of_device((cudaStream_t)stream, &b));
-    long splits = rows / ST_COLSUM_MIN_ROWS;
-    if (splits > ST_COLSUM_SPLITS) splits = ST_COLSUM_SPLITS;
+    long splits = want < rows ? want : rows;
     if (splits > (long)(ST_COLSUM_SCRATCH_DOUBLES / (size_t)cols)) splits = (long)(ST_COLSUM_SCRATCH_DOUBLES / cols);
     if (splits > 1) plan->parts = b->colsum_parts, plan->splits = (int)splits;
     return ST_OK;
+}
+
+extern "C" int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan) {
+    long splits = rows / ST_COLSUM_MIN_ROWS;
+    return st_cuda_rowsplit_plan_n(rows, cols, splits > ST_COLSUM_SPLITS ? ST_COLSUM_SPLITS : (int)splits, stream,
+                                   plan);
 }
 
 extern "C" int st_cuda_rowsplit_finish(int cols, const double *parts, int parts_ld, int splits, float *sum,

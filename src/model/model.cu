@@ -9,6 +9,7 @@
  * Only the [v; c] concatenation and the context-gradient sum are kernels of
  * this file (one thread per element, pure copies and two float adds).
  * The window is read through its own row stride everywhere (never F or F+C). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ extern "C" {
 #include "cuda/mamba2_cuda.h"
 #include "cuda/model_cuda.h"
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_table_fits */
 #include "model/vsn.h" /* st_vsn_weights_f32 / st_vsn_grads_f32 (float build) */
 #include "trace/trace.h" /* label kinds of the tracer hook */
 }
@@ -255,8 +257,9 @@ static __global__ void md_context_grad_kernel(int rows, int K, int Dv, int C, co
 
 /* ---- forward and backward ------------------------------------------------------------ */
 
-extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, int x_stride, float *logits,
-                                     int logits_stride, float *value) {
+/* The forward, the VSN's v through the bar table tab when it is given. */
+static int model_forward(st_cuda_model *m, int n, const float *X, int x_stride, const float *tab, const int *tab_row,
+                         float *logits, int logits_stride, float *value) {
     const st_dims *d = &m->d;
     const st_cuda_model_views *vw = m->views;
     cudaStream_t st = (cudaStream_t)m->stream;
@@ -269,8 +272,12 @@ extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, in
     m->x = X;
     m->x_stride = x_stride;
     int ph = m->scan_phase;
-    ST_TRY(st_cuda_vsn_forward(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, m->vsn_v, Dv, m->vsn_alpha,
-                               F, m->vsn_saved, m->work, st));
+    if (tab)
+        ST_TRY(st_cuda_vsn_forward_table(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, tab, tab_row,
+                                         m->vsn_v, Dv, m->vsn_alpha, F, m->vsn_saved, m->work, st));
+    else
+        ST_TRY(st_cuda_vsn_forward(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, m->vsn_v, Dv,
+                                   m->vsn_alpha, F, m->vsn_saved, m->work, st));
     MD_SCAN(ph, ST_TK_VSN_OUT, 0, m->vsn_v, rows, Dv, Dv);
     MD_SCAN(ph, ST_TK_VSN_ALPHA, 0, m->vsn_alpha, rows, F, F);
     md_concat_kernel<<<md_blocks((long)rows * vcw), MD_THREADS, 0, st>>>(rows, Dv, C, m->vsn_v, Dv, X + F, x_stride,
@@ -289,6 +296,25 @@ extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, in
     MD_SCAN(ph, ST_TK_LOGITS, 0, logits, n, d->A, logits_stride);
     MD_SCAN(ph, ST_TK_VALUE, 0, value, 1, n, n);
     return ST_OK;
+}
+
+extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, int x_stride, float *logits,
+                                     int logits_stride, float *value) {
+    return model_forward(m, n, X, x_stride, NULL, NULL, logits, logits_stride, value);
+}
+
+extern "C" int st_cuda_model_table_fits(const st_cuda_model *m) { return st_cuda_vsn_table_fits(m->d.F, m->d.Dv); }
+
+extern "C" int st_cuda_model_table_build(st_cuda_model *m, long bars, const float *s, int s_stride, float *tab) {
+    ST_REQUIRE(bars >= 0 && bars <= INT_MAX, ST_ERR_INPUT, "GPU bar table: %ld bars (at most %d)", bars, INT_MAX);
+    return st_cuda_vsn_table_build((int)bars, m->d.F, m->d.Dv, s, s_stride, &m->views->vsn_w, tab, m->work,
+                                   (cudaStream_t)m->stream);
+}
+
+extern "C" int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_stride, const float *tab,
+                                           const int *tab_row, float *logits, int logits_stride, float *value) {
+    ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "GPU model forward through a bar table: no table");
+    return model_forward(m, n, X, x_stride, tab, tab_row, logits, logits_stride, value);
 }
 
 extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, int dlogits_stride, const float *dvalue,

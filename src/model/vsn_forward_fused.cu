@@ -65,6 +65,7 @@
  * No atomics, no data-dependent order: bit-identical run to run and
  * independent of the callers' strides. */
 #include <cuda_pipeline.h>
+#include <string.h>
 
 #include "cuda/check.h"
 #include "cuda/vsn_device.cuh"
@@ -101,14 +102,16 @@ template <int DV, int T> struct fused_shape {
 struct fused_args {
     int rows, F, s_stride, alpha_stride, v_stride;
     const float *s, *alpha, *W2, *Wg, *U, *V, *Vg, *ew, *eb, *lnw, *lnb;
-    float *v;
+    float *v;   /* the combine's output (v mode) */
+    float *tab; /* table mode: every t_j, row r's at tab + r F Dv (alpha unread) */
 };
 
 /* Asynchronous copies of variable j's weights, vectors and the tile's s
  * and alpha into a stage (4-byte copies: the callers' buffers carry no
  * 16-byte alignment); rows past the end get s = alpha = 0 (finite values
  * that are computed and never written). */
-template <int DV, int T> __device__ static void fused_stage(const fused_args &a, int j, size_t row0, float *st) {
+template <int DV, int T, bool TAB>
+__device__ static void fused_stage(const fused_args &a, int j, size_t row0, float *st) {
     typedef fused_shape<DV, T> S;
     const int tid = threadIdx.x;
     const float *W2 = a.W2 + (size_t)j * DV * DV, *Wg = a.Wg + (size_t)j * 2 * DV * DV;
@@ -130,7 +133,7 @@ template <int DV, int T> __device__ static void fused_stage(const fused_args &a,
                                              : a.lnb + jk;
         __pipeline_memcpy_async(st + S::VEC + i, src, sizeof(float));
     }
-    for (int i = tid; i < 2 * S::R; i += T) {
+    for (int i = tid; i < (TAB ? 1 : 2) * S::R; i += T) { /* table mode: no alpha */
         const int r = i % S::R;
         const size_t row = row0 + r;
         if (row >= (size_t)a.rows)
@@ -168,8 +171,9 @@ template <int CG> __device__ static inline double row_sum(double v) {
     return v;
 }
 
-/* __launch_bounds__: 128 registers a thread, 512 threads an SM (two 256-thread blocks, four of 128). */
-template <int DV, int T> static __global__ void __launch_bounds__(T, 512 / T) vsn_fused_kernel(fused_args a) {
+/* __launch_bounds__: 128 registers a thread, 512 threads an SM (two 256-thread blocks, four of 128).
+ * TAB: the table mode (st_cuda_vsn_table_build): each t_j stored, no combine. */
+template <int DV, int T, bool TAB> static __global__ void __launch_bounds__(T, 512 / T) vsn_fused_kernel(fused_args a) {
     typedef fused_shape<DV, T> S;
     constexpr int CG = S::CG, RG = S::RG, LDW = S::LDW, LDH = S::LDH;
     extern __shared__ float4 fused_smem4[];
@@ -183,7 +187,7 @@ template <int DV, int T> static __global__ void __launch_bounds__(T, 512 / T) vs
 #pragma unroll
         for (int c = 0; c < 4; c++)
             acc[i][c] = 0;
-    fused_stage<DV, T>(a, 0, row0, sm);
+    fused_stage<DV, T, TAB>(a, 0, row0, sm);
     for (int j = 0; j < a.F; j++) {
         const float *st = sm + (j & 1) * S::STAGE, *vec = st + S::VEC;
         /* variable j's stage has landed, and every thread is past variable
@@ -191,7 +195,7 @@ template <int DV, int T> static __global__ void __launch_bounds__(T, 512 / T) vs
         __pipeline_wait_prior(0);
         __syncthreads();
         if (j + 1 < a.F)
-            fused_stage<DV, T>(a, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
+            fused_stage<DV, T, TAB>(a, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
         else
             __pipeline_commit(); /* an empty group: the wait above stays uniform */
         /* 1. h1 = ELU(s U + V), a float4 of one row each step (st_cuda_vsn_rank1's expression) */
@@ -290,33 +294,39 @@ template <int DV, int T> static __global__ void __launch_bounds__(T, 512 / T) vs
              * double, so the same float as gate_combine_kernel's except where that lies within an ulp of
              * a rounding boundary (~2^-29 of rows, and then one float ulp of rstd) */
             const float mean = (float)sum, rstd = (float)rsqrt(var * (1.0 / DV) + VSN_EPS);
-            const double aj = (double)st[S::A + rg + RG * i];
+            const double aj = TAB ? 0.0 : (double)st[S::A + rg + RG * i];
+            const size_t row = row0 + rg + RG * i;
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int o = cg + CG * c;
                 const float t = xhat_of(x[i][c], mean, rstd) * vec[S::LNW * DV + o] + vec[S::LNB * DV + o];
-                acc[i][c] += aj * (double)t;
+                if (!TAB)
+                    acc[i][c] += aj * (double)t;
+                else if (row < (size_t)a.rows)
+                    a.tab[row * (size_t)a.F * DV + (size_t)j * DV + o] = t;
             }
         }
     }
+    if (!TAB) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const size_t row = row0 + rg + RG * i;
-        if (row >= (size_t)a.rows) continue;
+        for (int i = 0; i < 4; i++) {
+            const size_t row = row0 + rg + RG * i;
+            if (row >= (size_t)a.rows) continue;
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-            a.v[row * (size_t)a.v_stride + cg + CG * c] = (float)acc[i][c];
+            for (int c = 0; c < 4; c++)
+                a.v[row * (size_t)a.v_stride + cg + CG * c] = (float)acc[i][c];
+        }
     }
 }
 
-template <int DV, int T> static int fused_launch(const fused_args &a, cudaStream_t st) {
+template <int DV, int T, bool TAB = false> static int fused_launch(const fused_args &a, cudaStream_t st) {
     typedef fused_shape<DV, T> S;
     const size_t bytes = sizeof(float) * (size_t)S::TOTAL;
     if (bytes > 49152)
-        ST_CUDA_TRY(
-            cudaFuncSetAttribute(vsn_fused_kernel<DV, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        ST_CUDA_TRY(cudaFuncSetAttribute(vsn_fused_kernel<DV, T, TAB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)bytes));
     const size_t blocks = ((size_t)a.rows + S::R - 1) / S::R;
-    vsn_fused_kernel<DV, T><<<(unsigned)blocks, T, bytes, st>>>(a);
+    vsn_fused_kernel<DV, T, TAB><<<(unsigned)blocks, T, bytes, st>>>(a);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
@@ -350,4 +360,58 @@ extern "C" int st_cuda_vsn_forward_fused(int rows, int F, int Dv, const float *s
     if (Dv == 8) return fused_dispatch<8>(a, mode, st);
     if (Dv == 16) return fused_dispatch<16>(a, mode, st);
     return fused_dispatch<32>(a, mode, st);
+}
+
+/* ---- the bar table (cuda/vsn_forward_fused_cuda.h) ----------------------- */
+
+extern "C" int st_cuda_vsn_table_fits(int F, int Dv) {
+    return fused_mode != ST_CUDA_VSN_UNFUSED && (Dv == 8 || Dv == 16 || Dv == 32) && F > 0;
+}
+
+extern "C" int st_cuda_vsn_table_fill(int rows, int F, int Dv, const float *s, int s_stride,
+                                      const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo, float *tab,
+                                      void *stream) {
+    ST_REQUIRE(st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
+               "VSN bar table: Dv = %d is not 8, 16 or 32 (or the fused kernel is off)", Dv);
+    if (rows <= 0) return ST_OK;
+    fused_args a;
+    memset(&a, 0, sizeof a);
+    a.rows = rows, a.F = F, a.s_stride = s_stride;
+    a.s = s, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w, a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg;
+    a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w, a.lnb = w->var_ln_b, a.tab = tab;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (Dv == 8) return fused_launch<8, 256, true>(a, st);
+    if (Dv == 16) return fused_launch<16, 256, true>(a, st);
+    return fused_launch<32, 256, true>(a, st);
+}
+
+/* A warp per row, lane c < Dv its column (Dv <= 32): acc += alpha[r, j]
+ * t[j][c] over j in order, in double, as vsn_fused_kernel's combine; the
+ * warp reads alpha[r, j] (one address) and Dv contiguous floats of the
+ * table a variable. */
+static __global__ void table_combine_kernel(int rows, int F, int Dv, const float *alpha, int alpha_stride,
+                                            const float *tab, const int *tab_row, float *v, int v_stride) {
+    const int lane = threadIdx.x % 32;
+    const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < (size_t)rows; r += warps) {
+        if (lane >= Dv) continue;
+        const float *t = tab + (size_t)tab_row[r] * (size_t)F * Dv + lane, *al = alpha + r * (size_t)alpha_stride;
+        double acc = 0;
+        for (int j = 0; j < F; j++)
+            acc += (double)al[j] * (double)t[(size_t)j * Dv];
+        v[r * (size_t)v_stride + lane] = (float)acc;
+    }
+}
+
+extern "C" int st_cuda_vsn_table_combine(int rows, int F, int Dv, const float *alpha, int alpha_stride,
+                                         const float *tab, const int *tab_row, float *v, int v_stride, void *stream) {
+    ST_REQUIRE(Dv > 0 && Dv <= 32 && F > 0, ST_ERR_INPUT, "VSN bar table combine: bad sizes F=%d Dv=%d", F, Dv);
+    if (rows <= 0) return ST_OK;
+    const int threads = 256;
+    size_t blocks = ((size_t)rows + threads / 32 - 1) / (threads / 32);
+    if (blocks > (1u << 30)) blocks = 1u << 30;
+    table_combine_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(rows, F, Dv, alpha, alpha_stride, tab,
+                                                                                 tab_row, v, v_stride);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
 }

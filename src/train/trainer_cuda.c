@@ -124,7 +124,9 @@ static int scan_params(st_cuda_trainer *t, int phase, int kind, const float *bas
 /* ---- the three graph bodies ------------------------------------------------------------ */
 
 /* Windows of n device (instrument, bar, context) triples, then the forward
- * into t->logits [n, A] and t->value [n], scans under phase. */
+ * into t->logits [n, A] and t->value [n], scans under phase. The action
+ * phase's forwards go through the bar table once run_update has built it
+ * (the same bits, cuda/model_cuda.h). */
 static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst, const int *bar, const float *ctx) {
     const st_dims *d = &t->host.cfg.dims;
     int ws = st_row_width(d);
@@ -132,8 +134,11 @@ static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst
                                 d->C, t->win, ws, t->stream));
     ST_TRY(scan_label(t, phase, ST_TK_WINDOW, 0, t->win, (int64_t)n * d->K, ws, ws, 0));
     t->model.scan_phase = phase;
-    ST_TRY(st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value));
-    return ST_OK;
+    if (phase == ST_PHASE_ACT && t->tab_built) {
+        ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, t->tab_row, t->stream));
+        return st_cuda_model_forward_table(&t->model, n, t->win, ws, t->tab, t->tab_row, t->logits, d->A, t->value);
+    }
+    return st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
 }
 
 /* This rank's B = t->Bl instances step; the rollout slot t of the rank's
@@ -358,6 +363,27 @@ static int check_memory(const st_cuda_trainer *t) {
     return ST_OK;
 }
 
+/* The action step's bar table ([bars, F Dv] floats, the market's bars):
+ * allocated where the model can use one (st_cuda_model_table_fits), the
+ * switch is on and it takes at most a quarter of the free memory and 8 GiB
+ * (else the action step runs the whole VSN a window row, as the training
+ * step does; the results are the same bits either way). */
+static int bar_table_on = 1;
+void st_cuda_trainer_set_bar_table(int on) { bar_table_on = on != 0; }
+
+static int alloc_bar_table(st_cuda_trainer *t) {
+    const st_dims *d = &t->host.cfg.dims;
+    if (!bar_table_on || !st_cuda_model_table_fits(&t->model) || t->feat.rows <= 0 || t->feat.rows >= INT_MAX / d->K)
+        return ST_OK;
+    size_t free_b = 0, total_b = 0;
+    ST_CU(cudaMemGetInfo(&free_b, &total_b));
+    double bytes = 4.0 * (double)t->feat.rows * d->F * d->Dv;
+    if (bytes > 0.25 * (double)free_b || bytes > 8.0 * 1024 * 1024 * 1024) return ST_OK;
+    DALLOC(t->tab, (size_t)t->feat.rows * d->F * d->Dv);
+    DALLOC(t->tab_row, (size_t)t->Bl * d->K);
+    return ST_OK;
+}
+
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m) {
     return st_cuda_trainer_init_dist(t, cfg, m, NULL);
 }
@@ -397,6 +423,7 @@ int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, co
     t->model.stream = t->stream;
     t->model.scan = model_scan;
     t->model.scan_ctx = t;
+    ST_TRY(alloc_bar_table(t));
     /* One eager forward before any capture: the cuBLAS handle and its
      * workspace are made on first use, which a capture cannot record. */
     ST_TRY(forward_windows(t, ST_PHASE_ACT, t->Bl, t->env.dev.inst, t->env.dev.bar, t->ctx));
@@ -426,7 +453,7 @@ void st_cuda_trainer_free(st_cuda_trainer *t) {
                     t->mb_ctx,    t->mb_logp,  t->mb_value,  t->mb_ret,    t->mb_adv,   t->win,      t->logits,
                     t->value,     t->dlogits,  t->dvalue,    t->loss_work, t->norm_work, t->gather_work,
                     t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats,
-                    t->g_env,     t->g_ctx,    t->g_word};
+                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->tab_row};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     void *pinned[] = {t->h_ctrl, t->h_perm, t->h_stats, t->h_gnorm, t->h_rstats};
@@ -490,6 +517,11 @@ static int run_update(st_cuda_trainer *t, int level, double lr) {
         ST_TRY(scan_params(t, ST_PHASE_STEP_ENTRY, ST_TK_PARAM, t->w));
         ST_TRY(scan_params(t, ST_PHASE_STEP_ENTRY, ST_TK_ADAM_M, t->adam_m));
         ST_TRY(scan_params(t, ST_PHASE_STEP_ENTRY, ST_TK_ADAM_V, t->adam_v));
+    }
+    /* the weights are fixed until the first training step: the rollout's bar table */
+    if (t->tab) {
+        ST_TRY(st_cuda_model_table_build(&t->model, t->feat.rows, t->feat.data, t->feat.F, t->tab));
+        t->tab_built = 1;
     }
     for (int step = 0; step < T; step++) ST_TRY(launch(t, level, G_ACT));
     ST_TRY(launch(t, level, G_POST));

@@ -100,6 +100,12 @@ typedef struct {
     int *a_action;
     float *a_logp, *a_reward, *a_epR, *last_value;
     uint8_t *a_done;
+    /* the action step's bar table [feat.rows, F Dv] and its row index [B K]
+     * (NULL: none, st_cuda_trainer_set_bar_table); tab_built: run_update
+     * has built it, so the action phase's forwards read it */
+    float *tab;
+    int *tab_row;
+    int tab_built;
     /* the minibatch [mw] */
     int *mb_inst, *mb_bar, *mb_action;
     float *mb_ctx, *mb_logp, *mb_value, *mb_ret, *mb_adv;
@@ -143,6 +149,11 @@ int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const s
 int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m,
                               struct st_dist *dist);
 void st_cuda_trainer_free(st_cuda_trainer *t);
+
+/* 1 (the default): trainers made after this call give the action step a
+ * bar table where it fits (cuda/model_cuda.h); 0: none (the tests compare
+ * the two: the same bits). */
+void st_cuda_trainer_set_bar_table(int on);
 /* One rollout and PPO update (the stats of st_trainer_update). */
 int st_cuda_trainer_update(st_cuda_trainer *t, st_update_stats *s);
 

@@ -22,6 +22,8 @@
  * tensor printed, those above 5e-2 flagged but not failed (a tensor of
  * small gradients can amplify rounding); no NaN anywhere, dX's padding
  * untouched, two bf16 runs with the same bits, fp32 restored afterwards.
+ * The action step's bar table (case 7, md_table_case): the forward through
+ * it equals the plain forward bit for bit.
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -34,6 +36,7 @@
 #ifdef ST_HAVE_CUDA
 #include "cuda/linear_cuda.h"
 #include "cuda/model_cuda.h"
+#include "cuda/vsn_cuda.h"
 #endif
 
 #ifdef ST_HAVE_CUDA
@@ -256,8 +259,8 @@ static void md_case_run(const char *name, const char *preset, int n, int pad, ui
         CHECK(0, "%s: setup: %s", name, st_last_error());
         return;
     }
-    printf("%s: n %d K %d F %d C %d D %d L %d, %zu parameters, window stride %d\n", name, n, h.d.K, h.d.F, h.d.C,
-           h.d.D, h.d.L, h.t.total, h.xs);
+    printf("%s: n %d K %d F %d C %d D %d L %d, %zu parameters, window stride %d\n", name, n, h.d.K, h.d.F, h.d.C, h.d.D,
+           h.d.L, h.t.total, h.xs);
     md_out cpu, gpu[2];
     md_cpu(&h, &cpu);
     md_gpu(&h, 1, &gpu[0]);
@@ -301,6 +304,107 @@ static void md_stride_regression(void) {
     md_out_free(&cpu), md_out_free(&a), md_out_free(&b), md_out_free(&c);
     md_free(&tight), md_free(&wide);
 }
+
+/* The action step's bar table (cuda/model_cuda.h): windows built from a
+ * market of `bars` random snapshot rows (row stride F + 3, NaN gaps), each
+ * window n ending at a random bar, its context random and broadcast. The
+ * forward through the table (built from the bar rows, each window row
+ * named by its bar) gives the plain forward's logits and value bit for
+ * bit, and the backward after it the same gradients and dX; in fp32 and,
+ * where bf16 is set, bf16. The table's v is the fused forward's
+ * (st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED_LARGE): the one-pass combine in
+ * variable order); a preset whose Dv takes no table (odd: Dv 5) is
+ * refused with a message. */
+static void md_table_case(const char *preset, int n, int bars, int bf16, uint64_t seed) {
+    md_data h;
+    char name[64];
+    snprintf(name, sizeof name, "bar table, %s x%d%s", preset, n, bf16 ? " bf16" : "");
+    if (!md_setup(&h, name, preset, n, 0, seed)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    const st_dims *d = &h.d;
+    const int K = d->K, F = d->F, C = d->C, A = d->A, bs = F + 3;
+    size_t P = h.t.total, nx = (size_t)h.rows * h.xs;
+    float *feat = host_rows(bars, F, bs, 1.0f, seed, 11), *ctx = host_rows(n, C, C, 1.0f, seed, 12);
+    int *tab_row = malloc(sizeof(int) * (size_t)h.rows);
+    uint64_t u = seed * 2654435761u + 1;
+    for (int b = 0; b < n; b++) {
+        u = u * 6364136223846793005u + 1442695040888963407u;
+        int end = K - 1 + (int)((u >> 33) % (uint64_t)(bars - K + 1)); /* any window that fits */
+        if (b == 0) end = K - 1;                                       /* the first bars */
+        if (b == 1) end = bars - 1;                                    /* the last */
+        for (int k = 0; k < K; k++) {
+            int r = b * K + k, bar = end - K + 1 + k;
+            tab_row[r] = bar;
+            memcpy(h.X + (size_t)r * h.xs, feat + (size_t)bar * bs, sizeof(float) * F);
+            memcpy(h.X + (size_t)r * h.xs + F, ctx + (size_t)b * C, sizeof(float) * C);
+        }
+    }
+    float *w = dev_upload(h.w, P), *X = dev_upload(h.X, nx), *dfeat = dev_upload(feat, (size_t)bars * bs);
+    float *dlogits = dev_upload(h.dlogits, (size_t)n * A), *dvalue = dev_upload(h.dvalue, n);
+    int *drow = dev_bytes(tab_row, sizeof(int) * (size_t)h.rows);
+    st_cuda_model m;
+    float *g = dev_upload(h.g0, P);
+    int rc = st_cuda_model_init(&m, d, &h.t, n, w, g);
+    CHECK(rc == ST_OK, "%s: GPU model init: %s", name, st_last_error());
+    if (rc != ST_OK) goto done;
+    if (!st_cuda_model_table_fits(&m)) {
+        CHECK(strcmp(preset, "odd") == 0, "%s: Dv = %d should take a table", name, d->Dv);
+        float *logits = dev_poisoned((size_t)n * A), *value = dev_poisoned(n);
+        rc = st_cuda_model_forward_table(&m, n, X, h.xs, dfeat, drow, logits, A, value);
+        CHECK(rc == ST_ERR_INPUT && strstr(st_last_error(), "Dv"), "%s: a forward through a table is refused (%s)",
+              name, st_last_error());
+        printf("  %-36s refused: %s\n", name, st_last_error());
+        dev_free(logits), dev_free(value);
+        st_cuda_model_free(&m);
+        goto done;
+    }
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED_LARGE);
+    if (bf16) st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    float *tab = dev_poisoned((size_t)bars * F * d->Dv);
+    md_out out[2];
+    for (int via = 0; via < 2; via++) { /* 0: the plain forward, 1: through the table */
+        float *logits = dev_poisoned((size_t)n * A), *value = dev_poisoned(n), *dX = dev_poisoned(nx);
+        CHECK(cudaMemcpy(g, h.g0, sizeof(float) * P, cudaMemcpyHostToDevice) == cudaSuccess, "%s: upload", name);
+        if (via) {
+            rc = st_cuda_model_table_build(&m, bars, dfeat, bs, tab);
+            CHECK(rc == ST_OK, "%s: table build: %s", name, st_last_error());
+            rc = st_cuda_model_forward_table(&m, n, X, h.xs, tab, drow, logits, A, value);
+        } else {
+            rc = st_cuda_model_forward(&m, n, X, h.xs, logits, A, value);
+        }
+        CHECK(rc == ST_OK, "%s: forward %d: %s", name, via, st_last_error());
+        rc = st_cuda_model_backward(&m, dlogits, A, dvalue, dX, h.xs);
+        CHECK(rc == ST_OK, "%s: backward %d: %s", name, via, st_last_error());
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels failed: %s", name,
+              cudaGetErrorString(cudaGetLastError()));
+        out[via].logits = dev_download_new(logits, (size_t)n * A), out[via].value = dev_download_new(value, n);
+        out[via].g = dev_download_new(g, P), out[via].dX = dev_download_new(dX, nx);
+        dev_free(logits), dev_free(value), dev_free(dX);
+    }
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED);
+    long bad = count_nonfinite(out[1].logits, n, A, A) + count_nonfinite(out[1].value, 1, n, n);
+    CHECK(bad == 0, "%s: %ld non-finite logits/values through the table", name, bad);
+    int same = md_same(&h, &out[0], &out[1], 1);
+    CHECK(same, "%s: the forward through the table gives other bits than the plain forward", name);
+    printf("  %-36s %s (%d bars, %d windows)\n", name, same ? "identical" : "DIFFER", bars, n);
+    /* and the table against a second build: the same bits (a fixed order, no atomics) */
+    float *tab2 = dev_poisoned((size_t)bars * F * d->Dv);
+    CHECK(st_cuda_model_table_build(&m, bars, dfeat, bs, tab2) == ST_OK, "%s: second build", name);
+    float *t1 = dev_download_new(tab, (size_t)bars * F * d->Dv), *t2 = dev_download_new(tab2, (size_t)bars * F * d->Dv);
+    CHECK(same_bits(t1, t2, (size_t)bars * F * d->Dv) && count_nonfinite(t1, bars, F * d->Dv, F * d->Dv) == 0,
+          "%s: two table builds differ, or the table holds a non-finite (unwritten) value", name);
+    free(t1), free(t2);
+    dev_free(tab), dev_free(tab2);
+    md_out_free(&out[0]), md_out_free(&out[1]);
+    st_cuda_model_free(&m);
+done:
+    dev_free(w), dev_free(g), dev_free(X), dev_free(dfeat), dev_free(dlogits), dev_free(dvalue), dev_free(drow);
+    free(feat), free(ctx), free(tab_row);
+    md_free(&h);
+}
 #endif
 
 int main(void) {
@@ -316,6 +420,12 @@ int main(void) {
             if (test_part(2 * p + k)) md_case_run(name, presets[p], windows[k], k ? 3 : 0, seed); /* cases 0-5 */
         }
     if (test_part(6)) md_stride_regression();
+    if (test_part(7)) { /* case 7: the bar table */
+        md_table_case("tiny", 5, 200, 0, 7200);
+        md_table_case("default", 6, 400, 0, 7201);
+        md_table_case("default", 6, 400, 1, 7202);
+        md_table_case("odd", 3, 120, 0, 7203);
+    }
 #endif
     TEST_MAIN_END();
 }

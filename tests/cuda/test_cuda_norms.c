@@ -8,7 +8,12 @@
  *  - backward dx (written or added to), dy, dz within 1e-4, dw/db (added to
  *    from the same random start, measured against the increment) within 1e-4;
  *  - padded strides, poisoned gaps: no leak in, no write out;
- *  - two GPU runs give the same bits.
+ *  - two GPU runs give the same bits;
+ *  - RMSNorm: every path (the register path at 1 to 4 chunks a lane, with
+ *    16-byte or scalar loads per tensor, the loops past 512 columns), row
+ *    counts off the block's rows and the backward's splits, dw added to,
+ *    from zero or not passed; each case rerun with every buffer a float off
+ *    alignment (scalar loads) must give the aligned run's bits.
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -140,11 +145,14 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
 
 /* ---- gated RMSNorm ---- */
 
+/* dw before the backward: random (added to), zeros, or no dw at all. */
+enum { RMS_DW_ADD, RMS_DW_ZERO, RMS_DW_NONE };
+
 /* z and the output gradient dz live in rows of zw values (the in_proj
  * output), z at column 0 of them, as in the Mamba2 mixer. */
 typedef struct {
     const char *name;
-    int rows, n, zw, pad;
+    int rows, n, zw, pad, dw_mode;
 } rms_case;
 
 typedef struct {
@@ -156,26 +164,46 @@ typedef struct {
     float *y, *z, *w, *dout, *dw0;
 } rms_data;
 
-static void rms_gpu(const rms_case *c, const rms_data *h, rms_out *o) {
+/* n floats on the device `off` floats into a poisoned allocation (off 1:
+ * no row start is 16-byte aligned), a copy of host when not NULL; *base
+ * is what to free. */
+static float *dev_at(const float *host, size_t n, int off, float **base) {
+    float *b = dev_poisoned(n + off);
+    if (b && host) cudaMemcpy(b + off, host, sizeof(float) * n, cudaMemcpyHostToDevice);
+    *base = b;
+    return b ? b + off : NULL;
+}
+
+/* One GPU forward and backward with every buffer `off` floats past its
+ * allocation's start. */
+static void rms_gpu(const rms_case *c, const rms_data *h, int off, rms_out *o) {
     size_t no = (size_t)c->rows * h->os, ndy = (size_t)c->rows * h->dys, ndz = (size_t)c->rows * h->dzs;
-    float *y = dev_upload(h->y, (size_t)c->rows * h->ys), *z = dev_upload(h->z, (size_t)c->rows * h->zs);
-    float *w = dev_upload(h->w, c->n), *dout = dev_upload(h->dout, (size_t)c->rows * h->gs);
-    float *out = dev_poisoned(no), *rstd = dev_poisoned(c->rows), *dy = dev_poisoned(ndy), *dz = dev_poisoned(ndz);
-    float *dw = dev_upload(h->dw0, c->n);
+    float *base[9];
+    float *y = dev_at(h->y, (size_t)c->rows * h->ys, off, &base[0]);
+    float *z = dev_at(h->z, (size_t)c->rows * h->zs, off, &base[1]);
+    float *w = dev_at(h->w, c->n, off, &base[2]), *dout = dev_at(h->dout, (size_t)c->rows * h->gs, off, &base[3]);
+    float *out = dev_at(NULL, no, off, &base[4]), *rstd = dev_at(NULL, c->rows, off, &base[5]);
+    float *dy = dev_at(NULL, ndy, off, &base[6]), *dz = dev_at(NULL, ndz, off, &base[7]);
+    float *dw = dev_at(h->dw0, c->n, off, &base[8]);
     int rc = st_cuda_rmsnorm_gated_forward(c->rows, c->n, y, h->ys, z, h->zs, w, 1e-5f, out, h->os, rstd, NULL);
     CHECK(rc == ST_OK, "%s: RMSNorm forward: %s", c->name, st_last_error());
     rc = st_cuda_rmsnorm_gated_backward(c->rows, c->n, y, h->ys, z, h->zs, w, rstd, dout, h->gs, dy, h->dys, dz, h->dzs,
-                                        dw, NULL);
+                                        c->dw_mode == RMS_DW_NONE ? NULL : dw, NULL);
     CHECK(rc == ST_OK, "%s: RMSNorm backward: %s", c->name, st_last_error());
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: RMSNorm kernels failed: %s", c->name,
           cudaGetErrorString(cudaGetLastError()));
     o->out = dev_download_new(out, no), o->rstd = dev_download_new(rstd, c->rows);
     o->dy = dev_download_new(dy, ndy), o->dz = dev_download_new(dz, ndz), o->dw = dev_download_new(dw, c->n);
-    dev_free(y), dev_free(z), dev_free(w), dev_free(dout), dev_free(out), dev_free(rstd), dev_free(dy);
-    dev_free(dz), dev_free(dw);
+    for (int i = 0; i < 9; i++)
+        dev_free(base[i]);
 }
 
 static void rms_out_free(rms_out *o) { free(o->out), free(o->rstd), free(o->dy), free(o->dz), free(o->dw); }
+
+static int rms_same(const rms_out *a, const rms_out *b, size_t no, int rows, size_t ndy, size_t ndz, int n) {
+    return same_bits(a->out, b->out, no) && same_bits(a->rstd, b->rstd, rows) && same_bits(a->dy, b->dy, ndy) &&
+           same_bits(a->dz, b->dz, ndz) && same_bits(a->dw, b->dw, n);
+}
 
 static void rms_case_run(const rms_case *c, uint64_t seed) {
     int p = c->pad;
@@ -184,34 +212,46 @@ static void rms_case_run(const rms_case *c, uint64_t seed) {
     h.y = host_rows(c->rows, c->n, h.ys, 1.0f, seed, 1), h.z = host_rows(c->rows, c->zw, h.zs, 2.0f, seed, 2);
     h.w = host_rows(1, c->n, c->n, 1.0f, seed, 3), h.dout = host_rows(c->rows, c->n, h.gs, 1.0f, seed, 4);
     h.dw0 = host_rows(1, c->n, c->n, 1.0f, seed, 5);
+    if (c->dw_mode == RMS_DW_ZERO) memset(h.dw0, 0, sizeof(float) * c->n);
     size_t no = (size_t)c->rows * h.os, ndy = (size_t)c->rows * h.dys, ndz = (size_t)c->rows * h.dzs;
 
     float *out = host_poisoned(no), *rstd = host_poisoned(c->rows), *dy = host_poisoned(ndy), *dz = host_poisoned(ndz);
     float *dw = host_copy(h.dw0, c->n);
     st_rmsnorm_gated_forward(c->rows, c->n, h.y, h.ys, h.z, h.zs, h.w, 1e-5f, out, h.os, rstd);
-    st_rmsnorm_gated_backward(c->rows, c->n, h.y, h.ys, h.z, h.zs, h.w, rstd, h.dout, h.gs, dy, h.dys, dz, h.dzs, dw);
+    st_rmsnorm_gated_backward(c->rows, c->n, h.y, h.ys, h.z, h.zs, h.w, rstd, h.dout, h.gs, dy, h.dys, dz, h.dzs,
+                              c->dw_mode == RMS_DW_NONE ? NULL : dw);
 
-    rms_out g[2];
-    rms_gpu(c, &h, &g[0]);
-    rms_gpu(c, &h, &g[1]);
-    printf("RMSNorm %s: rows %d n %d (z in rows of %d) strides y %d z %d out %d dout %d dy %d dz %d\n", c->name,
-           c->rows, c->n, c->zw, h.ys, h.zs, h.os, h.gs, h.dys, h.dzs);
+    /* Two runs at aligned allocations, one a float off them: every 16-byte
+     * load of the first becomes scalar loads in the third, same bits. */
+    rms_out g[3];
+    rms_gpu(c, &h, 0, &g[0]);
+    rms_gpu(c, &h, 0, &g[1]);
+    rms_gpu(c, &h, 1, &g[2]);
+    printf("RMSNorm %s: rows %d n %d (z in rows of %d) strides y %d z %d out %d dout %d dy %d dz %d, dw %s\n", c->name,
+           c->rows, c->n, c->zw, h.ys, h.zs, h.os, h.gs, h.dys, h.dzs,
+           c->dw_mode == RMS_DW_ADD    ? "added to"
+           : c->dw_mode == RMS_DW_ZERO ? "from zero"
+                                       : "none");
     parity(c->name, "RMS out", rel_err_rows(g[0].out, h.os, out, h.os, c->rows, c->n), 1e-5);
     parity(c->name, "RMS rstd", rel_err(g[0].rstd, rstd, c->rows), 1e-5);
     parity(c->name, "RMS dy", rel_err_rows(g[0].dy, h.dys, dy, h.dys, c->rows, c->n), 1e-4);
     parity(c->name, "RMS dz", rel_err_rows(g[0].dz, h.dzs, dz, h.dzs, c->rows, c->n), 1e-4);
-    parity(c->name, "RMS dw (+=)", rel_err_added_rows(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
+    if (c->dw_mode == RMS_DW_NONE)
+        CHECK(same_bits(g[0].dw, h.dw0, c->n), "RMS %s: dw changed though none was passed", c->name);
+    else
+        parity(c->name, "RMS dw (+=)", rel_err_added_rows(g[0].dw, dw, h.dw0, 1, c->n, c->n), 1e-4);
     /* dz's row is as wide as z's, but only its first n columns are the op's. */
     long go = gap_written(g[0].out, c->rows, c->n, h.os), gdy = gap_written(g[0].dy, c->rows, c->n, h.dys);
     long gdz = gap_written(g[0].dz, c->rows, c->n, h.dzs);
     CHECK(go == 0 && gdy == 0 && gdz == 0, "RMS %s: gap values written: out %ld dy %ld dz %ld", c->name, go, gdy, gdz);
-    int same = same_bits(g[0].out, g[1].out, no) && same_bits(g[0].rstd, g[1].rstd, c->rows) &&
-               same_bits(g[0].dy, g[1].dy, ndy) && same_bits(g[0].dz, g[1].dz, ndz) &&
-               same_bits(g[0].dw, g[1].dw, c->n);
-    CHECK(same, "RMS %s: two GPU runs differ (out %d dy %d dz %d dw %d same)", c->name,
-          same_bits(g[0].out, g[1].out, no), same_bits(g[0].dy, g[1].dy, ndy), same_bits(g[0].dz, g[1].dz, ndz),
-          same_bits(g[0].dw, g[1].dw, c->n));
-    rms_out_free(&g[0]), rms_out_free(&g[1]);
+    CHECK(rms_same(&g[0], &g[1], no, c->rows, ndy, ndz, c->n),
+          "RMS %s: two GPU runs differ (out %d dy %d dz %d dw %d same)", c->name, same_bits(g[0].out, g[1].out, no),
+          same_bits(g[0].dy, g[1].dy, ndy), same_bits(g[0].dz, g[1].dz, ndz), same_bits(g[0].dw, g[1].dw, c->n));
+    CHECK(rms_same(&g[0], &g[2], no, c->rows, ndy, ndz, c->n),
+          "RMS %s: misaligned buffers (scalar loads) give other bits than aligned ones (out %d dy %d dz %d dw %d same)",
+          c->name, same_bits(g[0].out, g[2].out, no), same_bits(g[0].dy, g[2].dy, ndy),
+          same_bits(g[0].dz, g[2].dz, ndz), same_bits(g[0].dw, g[2].dw, c->n));
+    rms_out_free(&g[0]), rms_out_free(&g[1]), rms_out_free(&g[2]);
     free(out), free(rstd), free(dy), free(dz), free(dw);
     free(h.y), free(h.z), free(h.w), free(h.dout), free(h.dw0);
 }
@@ -231,12 +271,29 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
         ln_case_run(&ln[i], 2000 + i);
+    /* The register path takes n <= 512 in J = ceil(n / 128) chunks of 4
+     * columns a lane, 16-byte loads for each tensor whose rows allow; the
+     * backward cuts rows into ceil(rows / 128) splits; n > 512 runs the loops. */
+    st_dims l;
+    st_dims_preset("large", &l);
+    const int tdi = st_d_inner(&t), odi = st_d_inner(&o), ddi = st_d_inner(&d);
+    const int tio = st_in_proj_out(&t), oio = st_in_proj_out(&o), dio = st_in_proj_out(&d);
     const rms_case rms[] = {
-        {"tiny (d_inner)", 2 * t.K, st_d_inner(&t), st_in_proj_out(&t), 0},
-        {"tiny (d_inner) padded", 2 * t.K, st_d_inner(&t), st_in_proj_out(&t), 1},
-        {"odd (d_inner)", 3 * o.K, st_d_inner(&o), st_in_proj_out(&o), 1},
-        {"default (d_inner)", 3 * d.K, st_d_inner(&d), st_in_proj_out(&d), 1},
-        {"64 windows (d_inner)", 64 * t.K, st_d_inner(&t), st_in_proj_out(&t), 1},
+        {"tiny (d_inner, J 1, float4)", 2 * t.K, tdi, tio, 0, RMS_DW_ADD},
+        {"tiny (d_inner) padded (J 1, scalar)", 2 * t.K, tdi, tio, 1, RMS_DW_ADD},
+        {"odd (d_inner, J 2 half used) padded", 3 * o.K, odi, oio, 1, RMS_DW_ADD},
+        {"odd (d_inner, float4), dw from zero", 3 * o.K, odi, oio, 0, RMS_DW_ZERO},
+        {"default (d_inner) padded", 3 * d.K, ddi, dio, 1, RMS_DW_ADD},
+        {"default (d_inner, float4), 323 rows: 3 splits", 5 * d.K + 3, ddi, dio, 0, RMS_DW_ADD},
+        {"default (d_inner, float4), no dw", 5 * d.K + 3, ddi, dio, 0, RMS_DW_NONE},
+        {"default (d_inner, float4), 2,061 rows: 17 splits, dw from zero", 32 * d.K + 13, ddi, dio, 0, RMS_DW_ZERO},
+        {"64 windows (d_inner): 16 splits", 64 * t.K, tdi, tio, 1, RMS_DW_ADD},
+        {"n=5 (fewer columns than a warp)", 7, 5, 9, 1, RMS_DW_ADD},
+        {"n=300 (J 3; z scalar, the rest float4)", 130, 300, 317, 0, RMS_DW_ADD},
+        {"large (d_inner, J 4, float4)", 2 * l.K + 1, st_d_inner(&l), st_in_proj_out(&l), 0, RMS_DW_ADD},
+        {"n=509 (J 4, scalar: n not a multiple of 4)", 67, 509, 515, 0, RMS_DW_ZERO},
+        {"n=600 (the loops) padded", 140, 600, 1210, 1, RMS_DW_ADD},
+        {"n=1032 (the loops), no dw", 70, 1032, 1036, 0, RMS_DW_NONE},
     };
     for (size_t i = 0; i < sizeof rms / sizeof rms[0]; i++)
         rms_case_run(&rms[i], 3000 + i);

@@ -16,7 +16,9 @@
  *     grad norm within 1e-4, and the environments' state after T steps is
  *     the CPU's bit for bit;
  *  2. determinism: two GPU runs of 3 updates give bit-identical weights,
- *     moments, loss statistics and rollouts;
+ *     moments, loss statistics and rollouts; so does a third run without
+ *     the action step's bar table (st_cuda_trainer_set_bar_table(0)): the
+ *     table changes no bit;
  *  3. resume: 2 updates, a checkpoint, a fresh trainer restored from it and
  *     2 more updates give the bits of 4 straight updates (weights, moments,
  *     environments);
@@ -167,31 +169,46 @@ static int run_gpu(const st_train_config *c, const st_market *m, int n, st_cuda_
     return rc;
 }
 
+/* Weight/moment floats and loss statistics of a and b that differ, and the
+ * rollouts' actions and values compared; what = the runs' names. */
+static void same_runs(const char *what, st_cuda_trainer *a, st_cuda_trainer *b, const double *sa, const double *sb,
+                      size_t ns) {
+    int ra = st_cuda_trainer_download_rollout(a), rb = st_cuda_trainer_download_rollout(b);
+    CHECK(ra == ST_OK && rb == ST_OK, "%s: rollout download: %s", what, st_last_error());
+    if (ra != ST_OK || rb != ST_OK) return;
+    size_t P = a->host.table.total;
+    float *wa = host_floats(3 * P), *wb = host_floats(3 * P);
+    st_cuda_trainer_download(a, wa, wa + P, wa + 2 * P);
+    st_cuda_trainer_download(b, wb, wb + P, wb + 2 * P);
+    long diff = 0;
+    for (size_t i = 0; i < 3 * P; i++)
+        diff += memcmp(wa + i, wb + i, sizeof(float)) != 0;
+    printf("  %s: %ld of %zu weight/moment floats differ\n", what, diff, 3 * P);
+    CHECK(diff == 0, "%s differ in %ld weight/moment floats", what, diff);
+    CHECK(memcmp(sa, sb, sizeof(double) * ns) == 0, "%s differ in their loss statistics", what);
+    CHECK(memcmp(a->host.r_action, b->host.r_action, sizeof(int) * a->host.N) == 0, "%s: rollout actions differ",
+          what);
+    CHECK(memcmp(a->host.r_value, b->host.r_value, sizeof(float) * a->host.N) == 0, "%s: rollout values differ",
+          what);
+    free(wa), free(wb);
+}
+
 static void determinism(const st_market *m) {
-    printf("2. determinism: two GPU runs of 3 updates\n");
+    printf("2. determinism: two GPU runs of 3 updates, and one without the bar table\n");
     st_train_config c = small_config();
-    st_cuda_trainer a, b;
-    double sa[21], sb[21];
+    st_cuda_trainer a, b, p;
+    double sa[21], sb[21], sp[21];
     int ra = run_gpu(&c, m, 3, &a, sa), rb = run_gpu(&c, m, 3, &b, sb);
-    CHECK(ra == ST_OK && rb == ST_OK, "GPU runs: %s", st_last_error());
-    if (ra == ST_OK && rb == ST_OK)
-        ra = st_cuda_trainer_download_rollout(&a), rb = st_cuda_trainer_download_rollout(&b);
-    if (ra == ST_OK && rb == ST_OK) {
-        size_t P = a.host.table.total;
-        float *wa = host_floats(3 * P), *wb = host_floats(3 * P);
-        st_cuda_trainer_download(&a, wa, wa + P, wa + 2 * P);
-        st_cuda_trainer_download(&b, wb, wb + P, wb + 2 * P);
-        long diff = 0;
-        for (size_t i = 0; i < 3 * P; i++)
-            diff += memcmp(wa + i, wb + i, sizeof(float)) != 0;
-        printf("  %ld of %zu weight/moment floats differ between the runs\n", diff, 3 * P);
-        CHECK(diff == 0, "two GPU runs differ in %ld weight/moment floats", diff);
-        CHECK(memcmp(sa, sb, sizeof sa) == 0, "two GPU runs differ in their loss statistics");
-        CHECK(memcmp(a.host.r_action, b.host.r_action, sizeof(int) * a.host.N) == 0, "rollout actions differ");
-        free(wa), free(wb);
-    }
+    st_cuda_trainer_set_bar_table(0);
+    int rp = run_gpu(&c, m, 3, &p, sp);
+    st_cuda_trainer_set_bar_table(1);
+    CHECK(ra == ST_OK && rb == ST_OK && rp == ST_OK, "GPU runs: %s", st_last_error());
+    CHECK(a.tab && a.tab_built && !p.tab, "the default run has a bar table (tiny preset, Dv 8) and the other none");
+    if (ra == ST_OK && rb == ST_OK) same_runs("two GPU runs", &a, &b, sa, sb, 21);
+    if (ra == ST_OK && rp == ST_OK) same_runs("runs with and without the bar table", &a, &p, sa, sp, 21);
     st_cuda_trainer_free(&a);
     st_cuda_trainer_free(&b);
+    st_cuda_trainer_free(&p);
     st_train_config_free(&c); /* the trainers only borrowed its strings */
 }
 

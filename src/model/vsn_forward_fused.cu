@@ -63,7 +63,13 @@
  *     (fp32 over 40 terms of O(1) would lose up to ~40 ulp; double costs
  *     32 registers and one DFMA per output a variable, ~1% of the FMAs).
  * No atomics, no data-dependent order: bit-identical run to run and
- * independent of the callers' strides. */
+ * independent of the callers' strides.
+ *
+ * The table mode (TAB, st_cuda_vsn_table_fill) runs the same steps over a
+ * market's bars and stores each t_j (float, as step 4 forms it) instead
+ * of combining; table_combine_kernel then adds alpha_j t_j over j in
+ * order in double for each window row from its bar's table row: the
+ * combine above, term for term, so v has the one-pass kernel's bits. */
 #include <cuda_pipeline.h>
 #include <string.h>
 

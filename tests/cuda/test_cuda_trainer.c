@@ -48,8 +48,11 @@
 #include "trace/trace.h"
 
 /* test_quick() (the sanitizer runs): fewer injections, no bf16 or learning
- * run, and updates of half the rollout and one epoch (the same kernels,
- * half the launches: racecheck took past 140-300 s a case). */
+ * run, updates of half the rollout and one epoch (the same kernels, half
+ * the launches: racecheck took past 140-300 s a case), and fewer updates
+ * a case (determinism 1 a run, resume 1 + 1 against 2, one clean
+ * full-mode update: racecheck with 12 runs sharing the card still took
+ * past 275 s in cases 1-5). */
 static st_train_config small_config(void) {
     st_train_config c;
     st_train_config_default(&c, "tiny");
@@ -194,18 +197,19 @@ static void same_runs(const char *what, st_cuda_trainer *a, st_cuda_trainer *b, 
 }
 
 static void determinism(const st_market *m) {
-    printf("2. determinism: two GPU runs of 3 updates, and one without the bar table\n");
+    const int nu = test_quick() ? 1 : 3;
+    printf("2. determinism: two GPU runs of %d updates, and one without the bar table\n", nu);
     st_train_config c = small_config();
     st_cuda_trainer a, b, p;
     double sa[21], sb[21], sp[21];
-    int ra = run_gpu(&c, m, 3, &a, sa), rb = run_gpu(&c, m, 3, &b, sb);
+    int ra = run_gpu(&c, m, nu, &a, sa), rb = run_gpu(&c, m, nu, &b, sb);
     st_cuda_trainer_set_bar_table(0);
-    int rp = run_gpu(&c, m, 3, &p, sp);
+    int rp = run_gpu(&c, m, nu, &p, sp);
     st_cuda_trainer_set_bar_table(1);
     CHECK(ra == ST_OK && rb == ST_OK && rp == ST_OK, "GPU runs: %s", st_last_error());
     CHECK(a.tab && a.tab_built && !p.tab, "the default run has a bar table (tiny preset, Dv 8) and the other none");
-    if (ra == ST_OK && rb == ST_OK) same_runs("two GPU runs", &a, &b, sa, sb, 21);
-    if (ra == ST_OK && rp == ST_OK) same_runs("runs with and without the bar table", &a, &p, sa, sp, 21);
+    if (ra == ST_OK && rb == ST_OK) same_runs("two GPU runs", &a, &b, sa, sb, 7 * (size_t)nu);
+    if (ra == ST_OK && rp == ST_OK) same_runs("runs with and without the bar table", &a, &p, sa, sp, 7 * (size_t)nu);
     st_cuda_trainer_free(&a);
     st_cuda_trainer_free(&b);
     st_cuda_trainer_free(&p);
@@ -231,13 +235,14 @@ static int same_env(const st_env *a, const st_env *b) {
 }
 
 static void resume(const st_market *m) {
-    printf("3. resume: 2 updates + checkpoint + 2 updates == 4 updates\n");
+    const int h = test_quick() ? 1 : 2; /* updates before and after the checkpoint */
+    printf("3. resume: %d updates + checkpoint + %d updates == %d updates\n", h, h, 2 * h);
     st_train_config c = small_config();
     st_cuda_trainer a, b, r;
     double sa[28], sb[14], sr[14];
     const char *path = "/tmp/ssmtrade_test_cuda_resume.safetensors";
-    int ra = run_gpu(&c, m, 4, &a, sa);
-    int rb = run_gpu(&c, m, 2, &b, sb);
+    int ra = run_gpu(&c, m, 2 * h, &a, sa);
+    int rb = run_gpu(&c, m, h, &b, sb);
     CHECK(ra == ST_OK && rb == ST_OK, "GPU runs: %s", st_last_error());
     if (rb == ST_OK) rb = st_cuda_trainer_sync_host(&b);
     if (rb == ST_OK) rb = st_checkpoint_save(path, &b.host);
@@ -251,7 +256,7 @@ static void resume(const st_market *m) {
         st_safetensors_close(&f);
     }
     if (rr == ST_OK) rr = st_cuda_trainer_push_host(&r);
-    for (int i = 0; rr == ST_OK && i < 2; i++) {
+    for (int i = 0; rr == ST_OK && i < h; i++) {
         st_update_stats s;
         rr = st_cuda_trainer_update(&r, &s);
         stats_vec(&s, sr + 7 * i);
@@ -268,7 +273,7 @@ static void resume(const st_market *m) {
             printf("  %ld of %zu weight/moment floats differ (resumed vs straight)\n", diff, 3 * P);
             CHECK(diff == 0, "the resumed run differs in %ld weight/moment floats", diff);
             CHECK(same_env(&a.host.env, &r.host.env), "the resumed run's environments differ");
-            CHECK(memcmp(sa + 14, sr, sizeof sr) == 0, "the resumed run's loss statistics differ");
+            CHECK(memcmp(sa + 7 * h, sr, sizeof(double) * 7 * h) == 0, "the resumed run's loss statistics differ");
             CHECK(a.host.update == r.host.update && a.host.env_steps == r.host.env_steps, "counters differ");
         }
         free(xa), free(xr);
@@ -339,13 +344,13 @@ static void tracer(const st_market *m, int sentinel) {
     /* a clean run in full mode: no trip */
     CHECK(st_cuda_trainer_set_trace(&t, &tr) == ST_OK, "attach: %s", st_last_error());
     st_update_stats s;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < (test_quick() ? 1 : 2); i++)
         CHECK(st_cuda_trainer_update(&t, &s) == ST_OK, "clean full-mode update: %s", st_last_error());
     CHECK(tr.ntrip == 0, "a clean run tripped %d labels", tr.ntrip);
     CHECK(st_cuda_trainer_set_trace(&t, NULL) == ST_OK, "detach");
     if (sentinel < 0) {
         st_rng g = st_rng_make(99, ST_STREAM_TEST);
-        int tried = 0, hits = 0, every = test_quick() ? 60 : 1, all = 0;
+        int tried = 0, hits = 0, every = test_quick() ? 110 : 1, all = 0;
         for (int id = 0; id < tr.labels.n; id++) {
             const st_label *l = &tr.labels.l[id];
             if (l->phase == ST_PHASE_SAVED) continue; /* the CPU model's layout: not scanned on the GPU */

@@ -19,7 +19,11 @@
  * one register-tiled kernel that writes only v (model/vsn_forward_fused.cu;
  * st_cuda_vsn_set_fused(ST_CUDA_VSN_UNFUSED) turns it off); what follows
  * describes the unfused path, which every other Dv and the backward's
- * recomputation run.
+ * recomputation run. Likewise the backward's per-variable GRNs (their
+ * recomputation, dlog, the norm, gate and product backward and their row
+ * reductions) run as one kernel for those Dv (model/
+ * vsn_backward_fused.cu; st_cuda_vsn_set_fused_backward(0) turns it off),
+ * which needs none of the P-wide activations below.
  * Every matrix product runs through cuBLAS (cuda/linear_cuda.h, in its
  * precision): the selection GRN's linears, and the F stacked per-variable
  * GRNs as strided-batched products over the variables. The rest are plain
@@ -65,6 +69,7 @@
 extern "C" {
 #include "cuda/grouped_dw_cuda.h"
 #include "cuda/linear_cuda.h"
+#include "cuda/vsn_backward_fused_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_fold_cuda.h"
 #include "cuda/vsn_forward_fused_cuda.h"
@@ -1089,9 +1094,23 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     /* Recompute the folds and the per-variable GRNs' activations: the forward's calls. */
     ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
+    /* For Dv in {8, 16, 32}: the per-variable GRNs' recomputation and backward, dlog and their
+     * reductions in one kernel (vsn_backward_fused.cu; its scratch the P-wide slots, dx .. x, 6P a
+     * row), then ln_b's product, the selection GRN, the folds and ds */
+    int fused = 0;
+    ST_TRY(st_cuda_vsn_fold_grads_zero(F, Dv, &wk.fr, st));
+    ST_TRY(st_cuda_vsn_backward_fused(rows, F, Dv, wk.s, F, sv.alpha, F, dv, dv_stride, dalpha, dalpha_stride, w,
+                                      &wk.fo, &wk.fr, g, wk.dlog, ds != NULL, wk.dx, 6 * R * (size_t)F * Dv, st,
+                                      &fused));
+    if (fused) {
+        ST_TRY(st_cuda_gemm(1, 0, F, Dv, rows, 1.0f, sv.alpha, F, dv, dv_stride, 1.0f, g->var_ln_b, Dv, st));
+        ST_TRY(sel_backward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
+        ST_TRY(st_cuda_vsn_fold_backward(F, Dv, w, &wk.fr, g, st));
+        if (ds) ST_TRY(st_cuda_vsn_backward_fused_ds(rows, F, Dv, &wk.fo, wk.dx, wk.dh1s, wk.dxs, ds, ds_stride, st));
+        return ST_OK;
+    }
     ST_TRY(var_forward(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
     ST_TRY(dlog(rows, F, Dv, *w, wk.a, (const float *)sv.alpha, dv, dv_stride, dalpha, dalpha_stride, wk.dlog, st));
-    ST_TRY(st_cuda_vsn_fold_grads_zero(F, Dv, &wk.fr, st));
     ST_TRY(var_backward(rows, F, Dv, wk.s, F, dv, dv_stride, *w, *g, sv, wk, st));
     ST_TRY(sel_backward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
     /* the embedding's, fc1's and the skip's parameter gradients from the reductions; ds */

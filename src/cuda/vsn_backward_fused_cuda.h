@@ -1,0 +1,65 @@
+/* vsn_backward_fused_cuda.h: the GPU VSN backward's per-variable GRNs as
+ * one register-tiled kernel (model/vsn_backward_fused.cu), for
+ * model/vsn.cu's st_cuda_vsn_backward_ex. From s, alpha, dv (and dalpha)
+ * it recomputes each variable's GRN and forms, without any [rows, F Dv]
+ * buffer:
+ *   dlog [rows, F]   the softmax backward's logits gradient (row stride F);
+ *   g                var_glu_w, var_fc2_w, var_fc2_b, var_ln_w += their
+ *                    gradients over all rows (var_ln_b and the folded
+ *                    parts are not touched: the caller adds ln_b's
+ *                    product and st_cuda_vsn_fold_backward the rest);
+ *   fr               gg, Q, Sx, q, X += their row sums (cuda/vsn_fold_cuda.h;
+ *                    zeroed by the caller first);
+ *   and, when want_ds, each (row, variable)'s own part of ds, which
+ *   st_cuda_vsn_backward_fused_ds completes with the selection GRN's
+ *   terms once sel_backward has made dh1s and dxs.
+ * scratch (scratch_floats floats, 8-byte aligned, device; the backward's
+ * P-wide slots of `work`) holds the kernel's per-row doubles and per-block
+ * partials until the finish; the ds part stays there for
+ * st_cuda_vsn_backward_fused_ds. *taken = 1 when it enqueued the work; 0
+ * (nothing enqueued) when Dv is not 8, 16 or 32, the switch is off, or
+ * scratch is too small or misaligned, and the caller runs the unfused
+ * sequence. Every pointer is a device pointer. */
+#ifndef ST_VSN_BACKWARD_FUSED_CUDA_H
+#define ST_VSN_BACKWARD_FUSED_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include <stddef.h>
+
+#include "cuda/vsn_fold_cuda.h" /* st_vsn_fold, st_vsn_fold_grads */
+
+struct st_vsn_weights_f32;
+struct st_vsn_grads_f32;
+
+int st_cuda_vsn_backward_fused(int rows, int F, int Dv, const float *s, int s_stride, const float *alpha,
+                               int alpha_stride, const float *dv, int dv_stride, const float *dalpha,
+                               int dalpha_stride, const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo,
+                               const st_vsn_fold_grads *fr, const struct st_vsn_grads_f32 *g, float *dlog,
+                               int want_ds, float *scratch, size_t scratch_floats, void *stream, int *taken);
+
+/* ds[r, j] = the kernel's part (dx_j . ew_j + dh1_j . U_j, in scratch)
+ * + dh1s[r] . T1[:, j] + dxs[r] . Tk[:, j] (dh1s [rows, Hs], dxs [rows,
+ * F], contiguous): st_cuda_vsn_fold_ds's sum. Only after a
+ * st_cuda_vsn_backward_fused call that took the work with want_ds, with
+ * the same rows, F, Dv and scratch. */
+int st_cuda_vsn_backward_fused_ds(int rows, int F, int Dv, const st_vsn_fold *fo, const float *scratch,
+                                  const float *dh1s, const float *dxs, float *ds, int ds_stride, void *stream);
+
+/* 1 when st_cuda_vsn_backward_fused takes these sizes with scratch_floats
+ * floats of aligned scratch under the current switch (tests ask which
+ * path they cover). */
+int st_cuda_vsn_backward_fused_fits(int rows, int F, int Dv, size_t scratch_floats);
+
+/* 1 (the default): the backward runs the fused kernel where it fits; 0:
+ * the unfused sequence always (the test compares the two). Process-wide,
+ * read when a backward is enqueued. */
+void st_cuda_vsn_set_fused_backward(int on);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -37,7 +37,11 @@
  * forced (st_cuda_vsn_set_fused). Last, the forward alone on the GPU in
  * each mode at the default preset's action step (4,096 windows x K=64 =
  * 262,144 rows; 64 windows in quick mode) and at F = 37 (1,650 rows; 150
- * quick): the fused modes bit-identical, unfused v within 1e-6, timed. */
+ * quick): the fused modes bit-identical, unfused v within 1e-6, timed.
+ * The backward runs its fused kernel (model/vsn_backward_fused.cu) in
+ * every case above with Dv in {8, 16, 32}; test_backward_paths runs both
+ * of its paths on F = 37 at each of those Dv, partial tiles and more tiles
+ * than row splits, each against the CPU and the two against each other. */
 #include "model/vsn.h"
 
 #include <stdint.h>
@@ -48,6 +52,7 @@
 #include "model/vsn_ref.h"
 
 #ifdef ST_HAVE_CUDA
+#include "cuda/vsn_backward_fused_cuda.h"
 #include "cuda/vsn_cuda.h"
 
 #define FWD_BOUND 1e-5
@@ -461,6 +466,66 @@ static void test_fused_vs_unfused(const char *label, int windows, int K, int F, 
     free_case(&k);
 }
 
+/* The backward's two paths for the per-variable GRNs (the fused kernel of
+ * model/vsn_backward_fused.cu, the default for Dv in {8, 16, 32}, and the
+ * unfused sequence, st_cuda_vsn_set_fused_backward(0)) on one case, in the
+ * padded-window layout (every stride wider than its row, gaps NaN, work
+ * poisoned): each against the CPU op with the usual bounds; the fused run
+ * twice, bit-identical; fused vs unfused within FUSED_BWD_BOUND (both
+ * fp32 products, other summation orders: honest differences ~1e-7..1e-6;
+ * a wrong or missing term, an unwritten ds (NaN), a gradient overwritten
+ * instead of added to, are O(1e-2) or more). The fused path must be the
+ * one taken (st_cuda_vsn_backward_fused_fits with the backward's scratch,
+ * the six P-wide slots of work), and not taken when switched off. */
+#define FUSED_BWD_BOUND 2e-5
+static void test_backward_paths(const char *label, int windows, int K, int F, int C, int Dv, uint64_t seed) {
+    vcase k = make_case(label, windows, K, F, C, Dv, seed);
+    const int R = k.rows;
+    const size_t scratch = 6 * (size_t)R * F * Dv;
+    printf("%s: the backward's paths, rows=%d (%d windows x K=%d) F=%d C=%d Dv=%d\n", label, R, windows, K, F, C, Dv);
+    CHECK(st_cuda_vsn_backward_fused_fits(R, F, Dv, scratch) == 1, "%s: the fused backward does not take these sizes",
+          label);
+    vout cpu = make_out(&k), fa = make_out(&k), fb = make_out(&k), un = make_out(&k);
+    cpu_run(&k, 0, &cpu);
+    int pa = 0, pb = 0, pu = 0;
+    int oka = gpu_run(&k, 2, 0, &fa, &pa) == ST_OK, okb = gpu_run(&k, 2, 0, &fb, &pb) == ST_OK;
+    st_cuda_vsn_set_fused_backward(0);
+    CHECK(st_cuda_vsn_backward_fused_fits(R, F, Dv, scratch) == 0, "%s: the fused backward is taken when off", label);
+    int oku = gpu_run(&k, 2, 0, &un, &pu) == ST_OK;
+    st_cuda_vsn_set_fused_backward(1);
+    CHECK(oka && okb && oku, "%s: a GPU call failed (message above)", label);
+    if (oka && okb && oku) {
+        char name[128];
+        snprintf(name, sizeof name, "%s, fused backward", label);
+        compare(&k, name, 0, &fa, &cpu);
+        snprintf(name, sizeof name, "%s, unfused backward", label);
+        compare(&k, name, 0, &un, &cpu);
+        CHECK(same_out(&k, 0, &fa, &fb), "%s: two fused-backward runs differ (not deterministic)", label);
+        CHECK(pa && pb && pu, "%s: the GPU wrote into output padding", label);
+        /* fused vs unfused: the same outputs up to summation order (v and alpha: the same forward) */
+        long n = R;
+        CHECK(!memcmp(fa.v, un.v, sizeof(float) * (size_t)n * Dv) &&
+                  !memcmp(fa.alpha, un.alpha, sizeof(float) * (size_t)n * F),
+              "%s: the forward's outputs differ between the backward's paths", label);
+        snprintf(name, sizeof name, "%s, fused vs unfused", label);
+        check_tensor(name, "ds", fa.ds, un.ds, NULL, n * F, F, FUSED_BWD_BOUND, 1);
+        check_tensor(name, "dc", fa.dc, un.dc, NULL, n * C, C, FUSED_BWD_BOUND, 1);
+        double worst = 0;
+        int worst_i = 0;
+        for (int i = 0; i < VSN_NT; i++) {
+            const vsn_tensor *t = &k.L.t[i];
+            size_t o = k.L.off[i];
+            double e = check_tensor(name, t->name, fa.g + o, un.g + o, k.g0 + o, (long)t->rows * t->cols, t->cols,
+                                    FUSED_BWD_BOUND, 0);
+            if (!(e <= worst)) worst = e, worst_i = i;
+        }
+        printf("  %-52s rel err %.3e (bound %.0e)\n", "params, fused vs unfused (worst)", worst, FUSED_BWD_BOUND);
+        printf("  (worst: %s)\n", k.L.t[worst_i].name);
+    }
+    free_out(&cpu), free_out(&fa), free_out(&fb), free_out(&un);
+    free_case(&k);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_vsn_forward(4, 0, 3, 8, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
@@ -505,6 +570,15 @@ static void run_all(void) {
     test_case("default Dv=32, unfused forward", 4, 64, 40, 16, 32, 0xC0DA04);
     test_case("F=37 Dv=32, unfused forward", 3, 50, 37, 11, 32, 0xC0DA07);
     st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED);
+    /* the backward's fused kernel against its unfused sequence: the default preset's shape, F = 37
+     * at each Dv it takes with row counts ending in a partial tile (tiles of 128, 256, 512 rows at
+     * Dv = 32, 16, 8), and more tiles than row splits (35 tiles in 32 splits, some empty) */
+    test_backward_paths("bwd default Dv=32", 4, 64, 40, 16, 32, 0xC0DA0B);
+    test_backward_paths("bwd F=37 Dv=32, 150 rows", 3, 50, 37, 11, 32, 0xC0DA0C);
+    test_backward_paths("bwd F=37 Dv=16, 300 rows", 6, 50, 37, 11, 16, 0xC0DA0D);
+    test_backward_paths("bwd F=37 Dv=8, 550 rows", 11, 50, 37, 11, 8, 0xC0DA0E);
+    test_backward_paths("bwd F=37 Dv=16, 45 rows", 1, 45, 37, 5, 16, 0xC0DA0F);
+    test_backward_paths("bwd F=40 Dv=32, 35 tiles", 70, 64, 40, 16, 32, 0xC0DA10);
     /* the default preset (F=40, C=16, Dv=32, K=64) at the action step of 4,096 environments */
     test_fused_vs_unfused("default preset", test_quick() ? 64 : 4096, 64, 40, 16, 32, 0xC0DA09);
     test_fused_vs_unfused("F=37 Dv=32, a partial tile", test_quick() ? 3 : 33, 50, 37, 11, 32, 0xC0DA0A);

@@ -2,14 +2,15 @@
  * (TF32 WMMA, m16n16k8, float accumulators) for the bf16 precision mode
  * (cuda/linear_cuda.h: products may be bf16/TF32, 2e-2 on gradients); the
  * SIMT steps of cuda/ssd_chunk_device.cuh stay the fp32 path, unchanged.
- * Besides the products, three things differ from the SIMT steps, each for
+ * Besides the products, four things differ from the SIMT steps, each for
  * the chunk's latency chain (bench/notes-scan-backward-float.md): the rows
  * come in by cp.async, all of a thread's copies in flight at once; the
  * decays come from one double prefix a chunk (e, last in double, Lm as
- * float exponentials of its differences) instead of segment sums; the dA,
- * dD partials sum as a warp's fixed tree. The other elementwise work in
- * double (steps 3-6) is the SIMT steps' code. Used by
- * model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays SIMT).
+ * float exponentials of its differences) instead of segment sums; step 3
+ * runs over all warps; the dA, dD partials sum as a warp's fixed tree. The
+ * other elementwise work in double (steps 4-6) is the SIMT steps' code.
+ * Used by model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays
+ * SIMT).
  * CUDA sources only; include after cuda/ssd_chunk_device.cuh.
  *
  * Rule (ssd_tc_shape_fits): Q, P, N multiples of 16 and K a multiple of Q,
@@ -148,6 +149,7 @@ __device__ static inline void mma(acc_t &acc, const float *a, int lda, const flo
 }
 
 __device__ static inline int warp_id() { return (int)(threadIdx.x / 32); }
+__device__ static inline int lane() { return (int)(threadIdx.x % 32); }
 } // namespace ssd_tc
 
 /* The chunk's decays from one prefix (warp 0; the other warps go on to the
@@ -158,7 +160,7 @@ __device__ static inline int warp_id() { return (int)(threadIdx.x / 32); }
  * apart), de = 0. Lm then reads cum (after a barrier). */
 __device__ static inline void tc_decays(const ssd_chunk &k, ssd_bwd_smem &m) {
     if (ssd_tc::warp_id() != 0) return;
-    const int L = k.L, lane = (int)(threadIdx.x % 32);
+    const int L = k.L, lane = ssd_tc::lane();
     double carry = 0;
     for (int i0 = 0; i0 < L; i0 += 32) {
         const int i = i0 + lane;
@@ -204,10 +206,47 @@ __device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
-        const int t = idx / L, s = idx % L, on = s <= t;
-        m.Lm[idx] = on ? expf((float)(m.sa[t] - m.sa[s])) : 0.0f;
-        if (!on) m.G[idx] = 0.0f, m.dM[idx] = 0.0f;
+    for (int t = warp_id(); t < L; t += SSD_TC_WARPS) /* a warp a row: no division */
+        for (int s = lane(); s < L; s += 32) {
+            const int idx = t * L + s, on = s <= t;
+            m.Lm[idx] = on ? expf((float)(m.sa[t] - m.sa[s])) : 0.0f;
+            if (!on) m.G[idx] = 0.0f, m.dM[idx] = 0.0f;
+        }
+}
+
+/* Step 3 (bwd_intra's math) over all warps instead of warp 0's 32 dependent
+ * iterations: for each block of 32 columns, lane s of warp w updates rows t
+ * = w, w + 8, ... (t >= s) of column s with bwd_intra's expressions (the
+ * same bits of M, dG, R) and sums its q = dM o G o Lm into red[32 w + lane];
+ * after a barrier the column's 8 sums add in warp order into dd[s] (another
+ * order than bwd_intra's, ~1e-16 apart). Contains barriers; the caller
+ * synchronises after (dd complete). */
+__device__ static inline void tc_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L, lane = ssd_tc::lane(), w = ssd_tc::warp_id();
+    for (int s0 = 0; s0 < L; s0 += 32) {
+        if (s0 > 0) __syncthreads(); /* the last block's sums are read */
+        const int s = s0 + lane;
+        double acc = 0;
+        if (s < L) {
+            const double dts = m.dtv[s];
+            for (int t = w; t < L; t += SSD_TC_WARPS) {
+                if (t < s) continue;
+                const int i = t * L + s;
+                const double g = m.G[i], l = m.Lm[i], d = m.dM[i], q = d * g * l;
+                acc += q;
+                m.G[i] = (float)(g * l * dts);
+                m.dM[i] = (float)(d * l * dts);
+                m.Lm[i] = t > s ? (float)(q * dts) : 0.0f;
+            }
+        }
+        m.red[w * 32 + lane] = acc;
+        __syncthreads();
+        if (w == 0 && s < L) {
+            double dd = 0;
+            for (int j = 0; j < SSD_TC_WARPS; j++)
+                dd += m.red[j * 32 + lane];
+            m.dd[s] = dd;
+        }
     }
 }
 
@@ -270,7 +309,7 @@ __device__ static inline void tc_steps(const ssd_dev_args &a, const ssd_chunk &k
     __syncthreads();
     tc_products(a, k, m, r);
     __syncthreads();
-    bwd_intra(k, m);
+    tc_intra(k, m);
     __syncthreads();
     tc_boundary(a, k, m, r);
     __syncthreads();
@@ -284,7 +323,7 @@ __device__ static inline void tc_steps(const ssd_dev_args &a, const ssd_chunk &k
 __device__ static inline void tc_partials(const ssd_chunk &k, const ssd_bwd_smem &m, float *partA, float *partD,
                                           size_t at) {
     if (ssd_tc::warp_id() != 0) return;
-    const int lane = (int)(threadIdx.x % 32), per = SSD_THREADS / 32;
+    const int lane = ssd_tc::lane(), per = SSD_THREADS / 32;
     double sA = 0, sD = 0;
     for (int i = lane; i < k.L; i += 32)
         sA += m.sa[i];

@@ -40,10 +40,10 @@
  * (cuda/ssd_chunk_tc.cuh: its rule, layout and phases) where Q, P, N are
  * multiples of 16 and K of Q, and its shared memory (ssd_tc_smem_bytes, 75
  * KB at the default shape) fits; it also stages the rows by cp.async,
- * forms the decays from one prefix a chunk (Lm in float) and sums the
- * partials as a warp's tree (ssd_chunk_tc.cuh), the other elementwise work
- * in double being the SIMT steps' own code. fp32 mode and other shapes run
- * the SIMT variant, whose code is unchanged. */
+ * forms the decays from one prefix a chunk (Lm in float), runs step 3 over
+ * all warps and sums the partials as a warp's tree (ssd_chunk_tc.cuh), the
+ * other elementwise work in double being the SIMT steps' own code. fp32
+ * mode and other shapes run the SIMT variant, whose code is unchanged. */
 #include <limits.h>
 #include <string.h>
 

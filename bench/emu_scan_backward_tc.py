@@ -10,10 +10,20 @@ comment). A transcription of the kernel code: keep it in step by hand.
   python3 bench/emu_scan_backward_tc.py --tf32   operands rounded to TF32
                                                   (cvt.rna), relative errors
                                                   printed
+  python3 bench/emu_scan_backward_tc.py [--tf32] --float-decays
+                                                  Lm as tc_products forms
+                                                  it: expf of the float-rounded
+                                                  difference of double prefixes
+                                                  (expf as exp rounded to float:
+                                                  CUDA's is within 2 ulp)
 Pure Python (no numpy): the default shape takes ~1 minute."""
 import math, random, struct, sys
 
 TF32 = '--tf32' in sys.argv
+FLOAT_DECAYS = '--float-decays' in sys.argv
+
+
+def f32(x): return struct.unpack('f', struct.pack('f', x))[0]
 
 
 def tf32(x):
@@ -48,7 +58,7 @@ def rel(a, b):
 
 
 def close(a, b, tol=1e-9):
-    if TF32:
+    if TF32 or FLOAT_DECAYS:
         print('  rel %.2e' % rel(a, b), end='')
         return rel(a, b) < 2e-2
     return all(abs(x-y) <= tol*(1+abs(y)) for r1, r2 in zip(a.a, b.a) for x, y in zip(r1, r2)) and a.r == b.r and a.c == b.c
@@ -67,6 +77,7 @@ def run(Q, P, N, has_in, has_out):
         for s in range(t + 1):
             Lm[t, s] = math.exp(sum(ai[s + 1:t + 1]))
     w = [last[i] * dt[i] for i in range(L)]
+    cum = [sum(ai[:i + 1]) for i in range(L)]  # tc_decays' prefix (double)
     # reference (SIMT math)
     tril = lambda m: m.mul(lambda i, j, v: v if j <= i else 0.0)
     Gr = tril(C @ B.T); dMr = tril(dY @ X.T)
@@ -140,7 +151,8 @@ def run(Q, P, N, has_in, has_out):
     for idx in range(L * L):
         t, s = divmod(idx, L)
         on = s <= t
-        mem[off['Lm'] + idx] = Lm[t, s] if on else 0
+        lk = f32(math.exp(f32(cum[t] - cum[s]))) if FLOAT_DECAYS else Lm[t, s]
+        mem[off['Lm'] + idx] = lk if on else 0
         if not on: mem[off['G'] + idx] = 0; mem[off['dM'] + idx] = 0
     assert close(get('G', L, L, L), Gr) and close(get('dM', L, L, L), dMr), "products"
     # intra (SIMT, emulated by formula)

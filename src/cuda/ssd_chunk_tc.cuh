@@ -1,9 +1,16 @@
 /* ssd_chunk_tc.cuh: the scan backward's chunk products on the tensor cores
  * (TF32 WMMA, m16n16k8, float accumulators) for the bf16 precision mode
  * (cuda/linear_cuda.h: products may be bf16/TF32, 2e-2 on gradients); the
- * SIMT steps of cuda/ssd_chunk_device.cuh stay the fp32 path and the
- * elementwise decay work in double is theirs, unchanged. Used by
- * model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays SIMT).
+ * SIMT steps of cuda/ssd_chunk_device.cuh stay the fp32 path, unchanged.
+ * Besides the products, four things differ from the SIMT steps, each for
+ * the chunk's latency chain (bench/notes-scan-backward-float.md): the rows
+ * come in by cp.async, all of a thread's copies in flight at once; the
+ * decays come from one double prefix a chunk (e, last in double, Lm as
+ * float exponentials of its differences) instead of segment sums; step 3
+ * runs over all warps; the dA, dD partials sum as a warp's fixed tree. The
+ * other elementwise work in double (steps 4-6) is the SIMT steps' code.
+ * Used by model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays
+ * SIMT).
  * CUDA sources only; include after cuda/ssd_chunk_device.cuh.
  *
  * Rule (ssd_tc_shape_fits): Q, P, N multiples of 16 and K a multiple of Q,
@@ -31,7 +38,9 @@
 #ifndef ST_SSD_CHUNK_TC_CUH
 #define ST_SSD_CHUNK_TC_CUH
 
+#include <cuda_pipeline.h>
 #include <mma.h>
+#include <stdint.h>
 
 /* Row-stride padding of the TC layout's staged rows and states. */
 #define SSD_TC_PAD 4
@@ -69,22 +78,46 @@ __device__ static inline ssd_tc_rows tc_rows(const ssd_bwd_smem &m, int Q, int P
     return r;
 }
 
-/* rows x cols of src (row stride ld) into dst at row stride dld. */
+/* rows x cols of src (row stride ld) into dst at row stride dld by cp.async,
+ * every copy of the thread issued before any is waited for (the plain
+ * loop's store waited on each load: one global round trip in flight a
+ * warp). 16 bytes a copy where src and ld put every row start on 16 bytes
+ * (cols and dld are multiples of 4 under the rule), else 4; each copy's
+ * (row, column) steps by blockDim.x copies, one division a call. The caller
+ * waits (tc_stage_wait) before the barrier that precedes the first read. */
 __device__ static inline void tc_stage_rows(const float *src, int ld, int rows, int cols, float *dst, int dld) {
-    for (int idx = threadIdx.x; idx < rows * cols; idx += blockDim.x)
-        dst[(idx / cols) * dld + idx % cols] = src[(size_t)(idx / cols) * ld + idx % cols];
+    const int vec = (((uintptr_t)src | (uintptr_t)ld * sizeof(float)) & 15) == 0 ? 4 : 1;
+    const int per_row = cols / vec, total = rows * per_row, step = (int)blockDim.x;
+    const int dr = step / per_row, dc = step % per_row;
+    int r = (int)threadIdx.x / per_row, c = (int)threadIdx.x % per_row;
+    for (int idx = (int)threadIdx.x; idx < total; idx += step) {
+        const float *s = src + (size_t)r * ld + (size_t)c * vec;
+        float *d = dst + (size_t)r * dld + (size_t)c * vec;
+        if (vec == 4)
+            __pipeline_memcpy_async(d, s, 16);
+        else
+            __pipeline_memcpy_async(d, s, sizeof(float));
+        r += dr, c += dc;
+        if (c >= per_row) c -= per_row, r++;
+    }
 }
 
-/* The chunk's rows of X, B (and C, dY when asked) into the TC layout, k
- * pointing there afterwards (so that the SIMT steps' x_at etc. read them);
- * callers __syncthreads before reading. */
+/* The chunk's rows of X, B (and C, dY when asked) into the TC layout by
+ * cp.async, k pointing there afterwards (so that the SIMT steps' x_at etc.
+ * read them); callers tc_stage_wait, then __syncthreads before reading, and
+ * may issue other loads in between. */
 __device__ static inline void tc_stage_chunk(const ssd_dev_args &a, ssd_chunk &k, const ssd_tc_rows &r, int want_c,
                                              int want_dy) {
     tc_stage_rows(k.X, k.xs, k.L, a.P, r.X, r.xs), k.X = r.X, k.xs = r.xs;
     tc_stage_rows(k.B, k.bs, k.L, a.N, r.B, r.bs), k.B = r.B, k.bs = r.bs;
     if (want_c) tc_stage_rows(k.C, k.cs, k.L, a.N, r.C, r.bs), k.C = r.C, k.cs = r.bs;
     if (want_dy) tc_stage_rows(k.dY, k.dys, k.L, a.P, r.dY, r.xs), k.dY = r.dY, k.dys = r.xs;
+    __pipeline_commit();
 }
+
+/* This thread's copies of tc_stage_chunk complete (the barrier after makes
+ * them everyone's). */
+__device__ static inline void tc_stage_wait() { __pipeline_wait_prior(0); }
 
 namespace ssd_tc {
 using namespace nvcuda;
@@ -116,21 +149,49 @@ __device__ static inline void mma(acc_t &acc, const float *a, int lda, const flo
 }
 
 __device__ static inline int warp_id() { return (int)(threadIdx.x / 32); }
+__device__ static inline int lane() { return (int)(threadIdx.x % 32); }
 } // namespace ssd_tc
 
+/* The chunk's decays from one prefix (warp 0; the other warps go on to the
+ * products): cum[i] = sum_{j<=i} a_j into m.sa (free until step 6), in
+ * double by a shuffle scan over segments of 32 rows with a carry; e[i] =
+ * exp(cum[i]) and last[i] = exp(cum[L-1] - cum[i]) in double as the SIMT
+ * step's (whose segment sums add the same terms in another order: ~1e-16
+ * apart), de = 0. Lm then reads cum (after a barrier). */
+__device__ static inline void tc_decays(const ssd_chunk &k, ssd_bwd_smem &m) {
+    if (ssd_tc::warp_id() != 0) return;
+    const int L = k.L, lane = ssd_tc::lane();
+    double carry = 0;
+    for (int i0 = 0; i0 < L; i0 += 32) {
+        const int i = i0 + lane;
+        double v = i < L ? m.ai[i] : 0.0;
+        for (int o = 1; o < 32; o *= 2) {
+            const double u = __shfl_up_sync(0xffffffffu, v, o);
+            if (lane >= o) v += u;
+        }
+        v += carry;
+        if (i < L) m.sa[i] = v;
+        carry = __shfl_sync(0xffffffffu, v, 31); /* rows past L add 0: cum[L-1] after the last segment */
+    }
+    for (int i = lane; i < L; i += 32) { /* sa[i] was written by this lane */
+        m.e[i] = exp(m.sa[i]);
+        m.last[i] = exp(carry - m.sa[i]);
+        m.de[i] = 0;
+    }
+}
+
 /* Step 2 on the tensor cores: G = C B^T and dM = dY X^T tile by tile (the
- * 16 x 16 tiles on or below the diagonal, a warp each), then as the SIMT
- * step e, last, de and for s <= t Lm, everything above the diagonal 0.
+ * 16 x 16 tiles on or below the diagonal, a warp each) beside tc_decays,
+ * then for s <= t Lm = expf(cum[t] - cum[s]) in float (the bf16 mode's
+ * bound allows it: the difference of double prefixes rounded to float and
+ * expf's 2 ulp give ~1e-6 relative at most, against TF32's 5e-4 an operand;
+ * bench/notes-scan-backward-float.md), everything above the diagonal 0.
  * Contains a barrier: all threads call it. */
 __device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                           const ssd_tc_rows &r) {
     using namespace ssd_tc;
     const int L = k.L, l16 = L / 16;
-    for (int i = threadIdx.x; i < L; i += blockDim.x) {
-        m.e[i] = exp(prefix(m.ai, i));
-        m.last[i] = exp(segment(m.ai, L - 1, i));
-        m.de[i] = 0;
-    }
+    tc_decays(k, m);
     for (int tile = warp_id(); tile < 2 * l16 * l16; tile += SSD_TC_WARPS) {
         const int which = tile / (l16 * l16), ti = (tile % (l16 * l16)) / l16, si = tile % l16;
         if (si > ti) continue; /* wholly above the diagonal: zeros, below */
@@ -145,10 +206,47 @@ __device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < L * L; idx += blockDim.x) {
-        const int t = idx / L, s = idx % L, on = s <= t;
-        m.Lm[idx] = on ? (float)exp(segment(m.ai, t, s)) : 0.0f;
-        if (!on) m.G[idx] = 0.0f, m.dM[idx] = 0.0f;
+    for (int t = warp_id(); t < L; t += SSD_TC_WARPS) /* a warp a row: no division */
+        for (int s = lane(); s < L; s += 32) {
+            const int idx = t * L + s, on = s <= t;
+            m.Lm[idx] = on ? expf((float)(m.sa[t] - m.sa[s])) : 0.0f;
+            if (!on) m.G[idx] = 0.0f, m.dM[idx] = 0.0f;
+        }
+}
+
+/* Step 3 (bwd_intra's math) over all warps instead of warp 0's 32 dependent
+ * iterations: for each block of 32 columns, lane s of warp w updates rows t
+ * = w, w + 8, ... (t >= s) of column s with bwd_intra's expressions (the
+ * same bits of M, dG, R) and sums its q = dM o G o Lm into red[32 w + lane];
+ * after a barrier the column's 8 sums add in warp order into dd[s] (another
+ * order than bwd_intra's, ~1e-16 apart). Contains barriers; the caller
+ * synchronises after (dd complete). */
+__device__ static inline void tc_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L, lane = ssd_tc::lane(), w = ssd_tc::warp_id();
+    for (int s0 = 0; s0 < L; s0 += 32) {
+        if (s0 > 0) __syncthreads(); /* the last block's sums are read */
+        const int s = s0 + lane;
+        double acc = 0;
+        if (s < L) {
+            const double dts = m.dtv[s];
+            for (int t = w; t < L; t += SSD_TC_WARPS) {
+                if (t < s) continue;
+                const int i = t * L + s;
+                const double g = m.G[i], l = m.Lm[i], d = m.dM[i], q = d * g * l;
+                acc += q;
+                m.G[i] = (float)(g * l * dts);
+                m.dM[i] = (float)(d * l * dts);
+                m.Lm[i] = t > s ? (float)(q * dts) : 0.0f;
+            }
+        }
+        m.red[w * 32 + lane] = acc;
+        __syncthreads();
+        if (w == 0 && s < L) {
+            double dd = 0;
+            for (int j = 0; j < SSD_TC_WARPS; j++)
+                dd += m.red[j * 32 + lane];
+            m.dd[s] = dd;
+        }
     }
 }
 
@@ -201,19 +299,41 @@ __device__ static inline void tc_boundary(const ssd_dev_args &a, const ssd_chunk
     }
 }
 
-/* bwd_steps with steps 2 and 4 on the tensor cores. The caller
- * synchronises after. */
+/* bwd_steps with steps 2 and 4 on the tensor cores, after tc_stage_chunk
+ * (its copies are waited for after the dt loads). The caller synchronises
+ * after. */
 __device__ static inline void tc_steps(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                        const ssd_tc_rows &r) {
     load_decays(a, k, m.ai, m.dtv);
+    tc_stage_wait();
     __syncthreads();
     tc_products(a, k, m, r);
     __syncthreads();
-    bwd_intra(k, m);
+    tc_intra(k, m);
     __syncthreads();
     tc_boundary(a, k, m, r);
     __syncthreads();
     bwd_prefix_rows(k, m);
+}
+
+/* bwd_partials by warp 0 instead of thread 0's 288 serial adds: each lane
+ * sums its sa[] rows and its SSD_THREADS / 32 consecutive red[] slots in
+ * order, then a fixed xor tree (a + b = b + a: every lane the same sum).
+ * Deterministic; another order than the SIMT sum (~1e-16 apart). */
+__device__ static inline void tc_partials(const ssd_chunk &k, const ssd_bwd_smem &m, float *partA, float *partD,
+                                          size_t at) {
+    if (ssd_tc::warp_id() != 0) return;
+    const int lane = ssd_tc::lane(), per = SSD_THREADS / 32;
+    double sA = 0, sD = 0;
+    for (int i = lane; i < k.L; i += 32)
+        sA += m.sa[i];
+    for (int j = lane * per; j < (lane + 1) * per; j++)
+        sD += m.red[j];
+    for (int o = 16; o > 0; o /= 2) {
+        sA += __shfl_xor_sync(0xffffffffu, sA, o);
+        sD += __shfl_xor_sync(0xffffffffu, sD, o);
+    }
+    if (lane == 0) partA[at] = (float)sA, partD[at] = (float)sD;
 }
 
 /* The forward walk's own state X^T diag(w) B into own (P x N, row stride

@@ -39,9 +39,11 @@
  * own states) as TF32 WMMA tiles on the tensor cores
  * (cuda/ssd_chunk_tc.cuh: its rule, layout and phases) where Q, P, N are
  * multiples of 16 and K of Q, and its shared memory (ssd_tc_smem_bytes, 75
- * KB at the default shape) fits; the decays, their sums and the other
- * elementwise work in double are the SIMT steps' own code. fp32 mode and
- * other shapes run the SIMT variant, whose code is unchanged. */
+ * KB at the default shape) fits; it also stages the rows by cp.async,
+ * forms the decays from one prefix a chunk (Lm in float), runs step 3 over
+ * all warps and sums the partials as a warp's tree (ssd_chunk_tc.cuh), the
+ * other elementwise work in double being the SIMT steps' own code. fp32
+ * mode and other shapes run the SIMT variant, whose code is unchanged. */
 #include <limits.h>
 #include <string.h>
 
@@ -140,6 +142,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             else
                 stage_chunk(a, k, m.stage, 0, 0);
             load_decays(a, k, m.ai, m.dtv);
+            if (TC) tc_stage_wait();
             __syncthreads();
             float *w = m.xds; /* [L] floats, as chunk_summary's w */
             for (int i = threadIdx.x; i < k.L; i += blockDim.x)
@@ -194,7 +197,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             __syncthreads();
             bwd_decay_grads(a, k, m);
             __syncthreads();
-            bwd_partials(k, m, partA, partD, first + (size_t)c);
+            tc_partials(k, m, partA, partD, first + (size_t)c);
             tc_outputs(a, k, m, r, dBp + bh * kn, dCp + bh * kn, Sin);
         } else {
             bwd_steps(a, k, m, Sin, ld, dSo, ld);

@@ -46,7 +46,13 @@
  * TF32's 2^-11 rounding over sums of 32-64 terms: ~1e-3 expected), the path
  * each shape takes asserted (TC at the default shape, and at 1 and 4
  * chunks outside quick mode; the SIMT fallback, with the fp32 bits, at an
- * odd shape), reruns and strides bit-identical, fp32 restored after. */
+ * odd shape), reruns and strides bit-identical, fp32 restored after. The
+ * TC variant stages rows by 16-byte copies where rows start on 16 bytes
+ * (the contiguous runs) and 4-byte copies else (the padded strides), so
+ * the strides' bit-identity compares the two; it forms the chunk's decays
+ * by a scan in 32-row segments, so the cases take L = 32 (one segment),
+ * L = 64 (two, with a carry: 2 chunks of 64 rows, also in quick mode) and
+ * outside quick mode L = 16 (part of one). */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -760,6 +766,7 @@ static void run_numbered(int i) {
         test_scan_bwd_tc("TC odd shape (SIMT fallback)", 5, 50, 8, 23, 2, 13, 16, 0, 6100);
         if (!test_quick()) test_scan_bwd_tc("TC 4 chunks, two groups", 4, 64, 4, 16, 2, 32, 16, 1, 6200);
         if (!test_quick()) test_scan_bwd_tc("TC one chunk", 4, 64, 8, 32, 1, 64, 64, 1, 6300);
+        test_scan_bwd_tc("TC 2 chunks of 64 rows (two decay scan segments)", 2, 128, 2, 16, 1, 16, 64, 1, 6400);
         break;
     }
     set_paths(1, 1, 1);

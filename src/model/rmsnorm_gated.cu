@@ -245,6 +245,13 @@ static __global__ void rms_forward_kernel(int rows, int n, const float *y, int y
     if (lane == 0 && rstd) rstd[r] = (float)rs;
 }
 
+/* The register path's instance for rows of n <= ST_RMS_REG_COLS columns:
+ * k[J - 1], J = ceil(n / 128) values a lane (1..4). */
+template <typename Kernel> static Kernel *of_width(int n, Kernel *k1, Kernel *k2, Kernel *k3, Kernel *k4) {
+    const int J = (n + 127) / 128;
+    return J <= 1 ? k1 : J == 2 ? k2 : J == 3 ? k3 : k4;
+}
+
 extern "C" int st_cuda_rmsnorm_gated_forward(int rows, int n, const float *y, int y_stride, const float *z,
                                              int z_stride, const float *w, float eps, float *out, int out_stride,
                                              float *rstd, void *stream) {
@@ -253,26 +260,12 @@ extern "C" int st_cuda_rmsnorm_gated_forward(int rows, int n, const float *y, in
     dim3 grid(blocks_for(rows, ST_RMS_WARPS)), block(32 * ST_RMS_WARPS);
     unsigned vec = vec_bit(y, y_stride, n, ST_RMS_VY) | vec_bit(z, z_stride, n, ST_RMS_VZ) |
                    vec_bit(w, 0, n, ST_RMS_VW) | vec_bit(out, out_stride, n, ST_RMS_VOUT);
-    switch ((n + 127) / 128) {
-    case 1:
-        rms_forward_regs_kernel<1>
-            <<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd, vec);
-        break;
-    case 2:
-        rms_forward_regs_kernel<2>
-            <<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd, vec);
-        break;
-    case 3:
-        rms_forward_regs_kernel<3>
-            <<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd, vec);
-        break;
-    case 4:
-        rms_forward_regs_kernel<4>
-            <<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd, vec);
-        break;
-    default: /* wider than ST_RMS_REG_COLS */
+    if (n > ST_RMS_REG_COLS)
         rms_forward_kernel<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd);
-    }
+    else
+        of_width(n, rms_forward_regs_kernel<1>, rms_forward_regs_kernel<2>, rms_forward_regs_kernel<3>,
+                 rms_forward_regs_kernel<4>)<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out,
+                                                                     out_stride, rstd, vec);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
@@ -342,27 +335,10 @@ static int rms_backward_regs(int rows, int n, const float *y, int y_stride, cons
                    vec_bit(w, 0, n, ST_RMS_VW) | vec_bit(dout, dout_stride, n, ST_RMS_VDOUT) |
                    vec_bit(dy, dy_stride, n, ST_RMS_VDY) | vec_bit(dz, dz_stride, n, ST_RMS_VDZ);
     dim3 grid((unsigned)plan.splits), block(32 * ST_RMS_WARPS);
-    switch ((n + 127) / 128) {
-    case 1:
-        rms_backward_regs_kernel<1><<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd, dout,
-                                                           dout_stride, dy, dy_stride, dz, dz_stride, plan.splits,
-                                                           plan.parts, dw, vec);
-        break;
-    case 2:
-        rms_backward_regs_kernel<2><<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd, dout,
-                                                           dout_stride, dy, dy_stride, dz, dz_stride, plan.splits,
-                                                           plan.parts, dw, vec);
-        break;
-    case 3:
-        rms_backward_regs_kernel<3><<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd, dout,
-                                                           dout_stride, dy, dy_stride, dz, dz_stride, plan.splits,
-                                                           plan.parts, dw, vec);
-        break;
-    default:
-        rms_backward_regs_kernel<4><<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd, dout,
-                                                           dout_stride, dy, dy_stride, dz, dz_stride, plan.splits,
-                                                           plan.parts, dw, vec);
-    }
+    of_width(n, rms_backward_regs_kernel<1>, rms_backward_regs_kernel<2>, rms_backward_regs_kernel<3>,
+             rms_backward_regs_kernel<4>)<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd, dout,
+                                                                  dout_stride, dy, dy_stride, dz, dz_stride,
+                                                                  plan.splits, plan.parts, dw, vec);
     ST_CUDA_LAUNCHED();
     if (dw && plan.parts) {
         rms_dw_finish_kernel<<<blocks_for(n, ST_RMS_WARPS), 32 * ST_RMS_WARPS, 0, s>>>(n, plan.splits, plan.parts, dw);

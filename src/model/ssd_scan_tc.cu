@@ -2,40 +2,53 @@
  * (window b, head h) walking the chunks, same math) with its four products
  * on the tensor cores, TF32 WMMA m16n16k8 with float accumulators, for
  * bf16 matrix-product mode (cuda/linear_cuda.h: products at bf16/TF32
- * precision, 2e-2 against the CPU). Per chunk of L rows:
+ * precision, 2e-2 against the CPU). Per chunk of L rows, with cum[i] =
+ * sum_{j<=i} a_j, a_j = dt_j A:
  *     G  = C B^T                  [L x L] over N   (lower 16 x 16 tiles only)
- *     M  = G o Lm o dt            elementwise, the decays in double as there
+ *     M  = G o Lm o dt,  Lm[t, s] = exp(cum[t] - cum[s])      (s <= t)
  *     Y  = diag(e) (C S_in^T) + D X + M X          (M X over s <= the tile's)
  *     S_in <- e[L-1] S_in + XW^T B, XW = X diag(w)  (not after the last chunk)
+ * e[i] = exp(cum[i]), w[i] = exp(cum[L-1] - cum[i]) dt_i.
  * Operands are rounded to TF32 after each fragment load
  * (wmma::__float_to_tf32); every sum accumulates in float. The state is
  * carried in float in shared memory (an accumulator tile loaded, scaled by
  * the decay rounded to float, the chunk's own products added, stored back;
  * DESIGN: fp32 SSD state), not in double registers as the fp32 kernel does:
- * results are within TF32 rounding of the fp32 path, not its bits.
+ * results are within TF32 rounding of the fp32 path, not its bits. The
+ * decays come from one double prefix a chunk (a warp's shuffle scan, not
+ * the fp32 kernel's segment sums: ~1e-16 apart); e and w are double
+ * exponentials rounded to float, Lm is expf of the prefix difference
+ * rounded to float (<= 6e-6 relative, against TF32's 5e-4 an operand;
+ * bench/notes-scan-forward-latency.md).
  * Q, P and N are padded to multiples of 16 in shared memory with zero rows
  * and columns (B, C, X rows past L, columns past N or P; XW rows past L; M
  * above the diagonal and past L), so every shape runs; the pads add 0 * 0.
- * Phases a chunk, each ended by a barrier as in the fp32 kernel (4):
- *     0. stage B, C, X (zero pads), dt, a = dt A;
- *     1. warps: G tiles into M, C S_in^T tiles into Ys; the top threads e, w;
- *     2. all threads: M's decays (double), M's zeros, Ys = e C S^T + D X,
- *        XW = X diag(w);
- *     3. warps: Y tiles (Ys + M X, then copied out, rows < L, columns < P),
+ * The pad columns are zeroed once, the rows past L in the chunks that have
+ * them; the copies write only rows < L, columns < N or P.
+ * Phases a chunk, each ended by a barrier (3; the fp32 kernel has 4):
+ *     0. B, C, X rows by cp.async (16 bytes a copy where the rows start on
+ *        16 bytes, else 4; all of a thread's copies in flight at once);
+ *        warp 0 meanwhile loads dt and forms cum, e, w, dt (float);
+ *     1. warps, a 16 x 16 tile a task: G tiles into M, then on the same
+ *        tile its decays and zeros; "prep" tiles (ti, pj): C S_in^T into Ys
+ *        (not in the first chunk), then on the same tile Ys = e o C S^T +
+ *        D X and XW = X diag(w) (a __syncwarp between: the warp reads what
+ *        its own tile store wrote);
+ *     2. warps: Y tiles (Ys + M X, then copied out, rows < L, columns < P),
  *        state tiles.
  * Shared memory (floats, row strides Np + 4, Pp + 8, Qp + 4, Pp + 4: every
  * tile pointer 32-byte aligned, strides multiples of 4 as WMMA needs; the
  * +4 strides put a row-major operand's 8 rows x 4 columns a load touches in
  * 32 banks, the +8 stride does so for X and XW, read along their rows as
  * k): Bs, Cs [Qp][ldn], S [Pp][ldn], Xs, XW [Qp][lx], M [Qp][lm],
- * Ys [Qp][ly], w [Qp]; doubles ai, dtv, e [Qp]. 46,464 bytes at Q = P =
- * 32, N = 64 (4 blocks an SM; 170.8 KiB at the large preset's 64, 64, 128). */
+ * Ys [Qp][ly], w, e, dtf [Qp]; doubles cum [Qp]. 46,208 bytes at Q = P =
+ * 32, N = 64 (4 blocks an SM; 170.3 KiB at the large preset's 64, 64, 128). */
 #include <stdint.h>
 
+#include <cuda_pipeline.h>
 #include <mma.h>
 
 #include "cuda/check.h"
-#include "cuda/ssd_device.cuh"
 #include "cuda/ssd_scan_tc.cuh"
 
 using namespace nvcuda;
@@ -49,7 +62,7 @@ __host__ __device__ static inline int round16(int n) { return (n + 15) & ~15; }
 /* Padded sizes, row strides and the float offsets of the buffers. */
 struct tc_layout {
     int Qp, Pp, Np, ldn, lx, lm, ly;
-    int Bs, Cs, S, Xs, XW, M, Ys, w, dbl, total; /* floats; dbl: 3 Qp doubles from there */
+    int Bs, Cs, S, Xs, XW, M, Ys, w, e, dtf, cum, total; /* floats; cum: Qp doubles from there */
 };
 
 __host__ __device__ static inline tc_layout tc_layout_of(int Q, int P, int N) {
@@ -64,32 +77,44 @@ __host__ __device__ static inline tc_layout tc_layout_of(int Q, int P, int N) {
     l.M = l.XW + l.Qp * l.lx;
     l.Ys = l.M + l.Qp * l.lm;
     l.w = l.Ys + l.Qp * l.ly;
-    l.dbl = l.w + l.Qp; /* every size above is a multiple of 64 floats or Qp: 32-byte aligned */
-    l.total = l.dbl + 2 * 3 * l.Qp;
+    l.e = l.w + l.Qp;
+    l.dtf = l.e + l.Qp;
+    l.cum = l.dtf + l.Qp; /* every size above is a multiple of 16 floats: 32-byte aligned */
+    l.total = l.cum + 2 * l.Qp;
     return l;
 }
 
 size_t scan_tc_smem_bytes(int Q, int P, int N) { return sizeof(float) * (size_t)tc_layout_of(Q, P, N).total; }
 
-/* rows_pad rows of dst (stride dst_ld): the first `rows` copy `cols`
- * floats of src (row stride ld), every other element 0. vec: cols and ld
- * multiples of 4 and src 16-byte aligned (float4 copies). */
-__device__ static inline void stage_tile(const float *src, int ld, int rows, int cols, int rows_pad, float *dst,
-                                         int dst_ld, int vec) {
-    if (vec) {
-        const int q4 = dst_ld / 4;
-        for (int idx = threadIdx.x; idx < rows_pad * q4; idx += blockDim.x) {
-            const int r = idx / q4, k = 4 * (idx % q4);
-            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (r < rows && k < cols) v = *(const float4 *)(src + (size_t)r * ld + k);
-            *(float4 *)(dst + r * dst_ld + k) = v;
-        }
-    } else {
-        for (int idx = threadIdx.x; idx < rows_pad * dst_ld; idx += blockDim.x) {
-            const int r = idx / dst_ld, k = idx % dst_ld;
-            dst[idx] = r < rows && k < cols ? src[(size_t)r * ld + k] : 0.0f;
-        }
+/* `rows` rows of `cols` floats of src (row stride ld) into dst (row stride
+ * dst_ld) by cp.async: all of this thread's copies are issued before any
+ * is waited for (a plain copy loop's shared store waits on its load: one
+ * global round trip in flight a warp, serial over the loop). vec: 16-byte
+ * copies (cols and ld multiples of 4, src 16-byte aligned), else 4-byte.
+ * A copy's (row, column) steps by the block's stride: two divisions a
+ * call, none a copy. The caller commits, waits and synchronises. */
+__device__ static inline void stage_async(const float *src, int ld, int rows, int cols, float *dst, int dst_ld,
+                                          int vec) {
+    const int width = vec ? 4 : 1, per_row = cols / width, n = rows * per_row, step = (int)blockDim.x;
+    const int dr = step / per_row, dc = step % per_row;
+    int r = (int)threadIdx.x / per_row, k = (int)threadIdx.x % per_row;
+    for (int idx = (int)threadIdx.x; idx < n; idx += step) {
+        const float *from = src + (size_t)r * ld + k * width;
+        float *to = dst + r * dst_ld + k * width;
+        if (vec)
+            __pipeline_memcpy_async(to, from, 16);
+        else
+            __pipeline_memcpy_async(to, from, sizeof(float));
+        r += dr, k += dc;
+        if (k >= per_row) k -= per_row, r++;
     }
+}
+
+/* Zeros rows [r0, r1) x columns [k0, k1) of dst (row stride ld). */
+__device__ static inline void zero_block(float *dst, int ld, int r0, int r1, int k0, int k1) {
+    const int w = k1 - k0;
+    for (int idx = threadIdx.x; idx < (r1 - r0) * w; idx += blockDim.x)
+        dst[(r0 + idx / w) * ld + k0 + idx % w] = 0.0f;
 }
 
 __device__ static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -125,6 +150,70 @@ __device__ static inline void tri_index(int k, int &t, int &s) {
     s = k - t * (t + 1) / 2;
 }
 
+/* Warp 0: the chunk's dt and decays. cum[i] = sum_{j<=i} a_j (rows past L
+ * add 0) in double by an inclusive shuffle scan over 32 rows a step with a
+ * carry; dtf[i] = dt_i; e[i] = exp(cum[i]) and w[i] = exp(cum[L-1] -
+ * cum[i]) dt_i in double, rounded to float as the fp32 kernel uses them;
+ * e, w are 0 past L. The dt loads are issued after the thread's copies, so
+ * their round trip overlaps them. */
+__device__ static inline void chunk_decays(const scan_args &a, size_t row0, int h, int L, int Qp, double A, double *cum,
+                                           float *dtf, float *e, float *w, int lane) {
+    double carry = 0;
+    for (int i0 = 0; i0 < Qp; i0 += 32) {
+        const int i = i0 + lane;
+        const float dt = i < L ? a.dt[(row0 + i) * a.dt_stride + h] : 0.0f;
+        double v = (double)dt * A;
+        for (int o = 1; o < 32; o *= 2) {
+            const double u = __shfl_up_sync(0xffffffffu, v, o);
+            if (lane >= o) v += u;
+        }
+        v += carry;
+        carry = __shfl_sync(0xffffffffu, v, 31);
+        if (i < Qp) cum[i] = v, dtf[i] = dt;
+    }
+    for (int i = lane; i < Qp; i += 32) { /* cum[i] and dtf[i] were written by this lane */
+        const double c = cum[i];
+        e[i] = i < L ? (float)exp(c) : 0.0f;
+        w[i] = i < L ? (float)(exp(carry - c) * (double)dtf[i]) : 0.0f;
+    }
+}
+
+/* The row of a 16 x 16 tile that element j (0..7) of a lane takes: a lane
+ * keeps one column (lane % 16); the warp's two halves take rows r and r +
+ * 4, which the strides Qp + 4 and Pp + 4 put in other banks. */
+__device__ static inline int tile_row(int j, int lane) { return (j / 4) * 8 + j % 4 + 4 * (lane / 16); }
+
+/* The G tile (ti, tj) of M, after its store, into M = G o Lm o dt on
+ * s <= t < L (Lm = expf of the prefix difference in float), 0 elsewhere. */
+__device__ static inline void decay_tile(float *M, int lm, int ti, int tj, int L, const double *cum, const float *dtf,
+                                         int lane) {
+    const int s = 16 * tj + lane % 16;
+    const double cs = cum[s];
+    const float ds = dtf[s];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int t = 16 * ti + tile_row(j, lane);
+        float *m = M + t * lm + s;
+        *m = s <= t && t < L ? *m * expf((float)(cum[t] - cs)) * ds : 0.0f;
+    }
+}
+
+/* The prep tile (ti, pj), after its C S_in^T store into Ys (none in the
+ * first chunk): Ys = e o C S^T + D X on rows < L (0 past L), and unless
+ * `last` XW = X diag(w) (0 past L). */
+__device__ static inline void prep_tile(float *Ys, int ly, const float *Xs, float *XW, int lx, int ti, int pj, int L,
+                                        const float *e, const float *w, float D, int first, int last, int lane) {
+    const int p = 16 * pj + lane % 16;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int t = 16 * ti + tile_row(j, lane);
+        const float x = Xs[t * lx + p];
+        const float cs = first ? 0.0f : e[t] * Ys[t * ly + p];
+        Ys[t * ly + p] = t < L ? cs + D * x : 0.0f;
+        if (!last) XW[t * lx + p] = t < L ? x * w[t] : 0.0f;
+    }
+}
+
 /* Rows < L, columns < P of the 16 x 16 tile at (r0, c0) of Ys (stride ly)
  * into y rows row0 + r0 .. (stride y_stride, this head's columns). vec: P,
  * y_stride multiples of 4 and y 16-byte aligned (float4 stores). */
@@ -145,15 +234,15 @@ __device__ static inline void tile_out(const scan_args &a, const float *Ys, int 
 }
 
 /* 4 blocks an SM (as the shared memory allows at the default shape): held
- * to 64 registers (8 bytes of spills; 80 unbounded, 3 blocks). */
+ * to 64 registers. */
 static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_args a) {
     extern __shared__ __align__(128) float sm_tc[];
     const int P = a.P, N = a.N;
     const tc_layout l = tc_layout_of(a.Q, P, N);
     const int ldn = l.ldn, lx = l.lx, lm = l.lm, ly = l.ly, Pt = l.Pp / 16, Nt = l.Np / 16, nk = (N + 7) / 8;
     float *Bs = sm_tc + l.Bs, *Cs = sm_tc + l.Cs, *S = sm_tc + l.S, *Xs = sm_tc + l.Xs, *XW = sm_tc + l.XW;
-    float *M = sm_tc + l.M, *Ys = sm_tc + l.Ys, *w = sm_tc + l.w;
-    double *ai = (double *)(sm_tc + l.dbl), *dtv = ai + l.Qp, *e = dtv + l.Qp;
+    float *M = sm_tc + l.M, *Ys = sm_tc + l.Ys, *w = sm_tc + l.w, *e = sm_tc + l.e, *dtf = sm_tc + l.dtf;
+    double *cum = (double *)(sm_tc + l.cum);
     const int h = blockIdx.x % a.H, b = blockIdx.x / a.H, g = h / (a.H / a.G);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const double A = (double)a.A[h];
@@ -162,68 +251,61 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
     const int vec_c = (N & 3) == 0 && (a.C_stride & 3) == 0 && aligned16(a.Cm);
     const int vec_x = (P & 3) == 0 && (a.x_stride & 3) == 0 && aligned16(a.x);
     const int vec_y = (P & 3) == 0 && (a.y_stride & 3) == 0 && aligned16(a.y);
+    /* the pad columns, never copied into: zero for every chunk (the first
+     * barrier orders these stores before any read) */
+    zero_block(Bs, ldn, 0, l.Qp, N, ldn);
+    zero_block(Cs, ldn, 0, l.Qp, N, ldn);
+    zero_block(Xs, lx, 0, l.Qp, P, lx);
     for (int c = 0; c < a.nc; c++) {
         const int t0 = c * a.Q, L = min(a.Q, a.K - t0), first = c == 0, last = c == a.nc - 1;
-        const int Lt = (L + 15) / 16, R = 16 * Lt, lk = (L + 7) / 8; /* tiles, rows and k-steps of 8 in use */
+        const int Lt = (L + 15) / 16, lk = (L + 7) / 8; /* tiles and k-steps of 8 in use */
         const size_t row0 = (size_t)b * a.K + t0;
-        /* 0. staging (rows past L and columns past N or P zero) */
-        stage_tile(a.Bm + row0 * a.B_stride + (size_t)g * N, a.B_stride, L, N, l.Qp, Bs, ldn, vec_b);
-        stage_tile(a.Cm + row0 * a.C_stride + (size_t)g * N, a.C_stride, L, N, l.Qp, Cs, ldn, vec_c);
-        stage_tile(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, L, P, l.Qp, Xs, lx, vec_x);
-        for (int i = threadIdx.x; i < l.Qp; i += blockDim.x) {
-            dtv[i] = i < L ? (double)a.dt[(row0 + i) * a.dt_stride + h] : 0.0;
-            ai[i] = dtv[i] * A;
+        /* 0. the rows by cp.async; rows L .. Qp zero (other places than
+         * the copies'); dt and the decays by warp 0 meanwhile */
+        stage_async(a.Bm + row0 * a.B_stride + (size_t)g * N, a.B_stride, L, N, Bs, ldn, vec_b);
+        stage_async(a.Cm + row0 * a.C_stride + (size_t)g * N, a.C_stride, L, N, Cs, ldn, vec_c);
+        stage_async(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, L, P, Xs, lx, vec_x);
+        __pipeline_commit();
+        if (L < l.Qp) {
+            zero_block(Bs, ldn, L, l.Qp, 0, N);
+            zero_block(Cs, ldn, L, l.Qp, 0, N);
+            zero_block(Xs, lx, L, l.Qp, 0, P);
         }
+        if (warp == 0) chunk_decays(a, row0, h, L, l.Qp, A, cum, dtf, e, w, lane);
+        __pipeline_wait_prior(0);
         __syncthreads();
-        /* 1. G's lower tiles into M; C S_in^T into Ys (S_in = 0 in the
-         * first chunk: skipped); e and w by the threads from the top (the
-         * warps past the tile tasks where there are fewer than 8). */
-        const int ng = Lt * (Lt + 1) / 2, ncs = first ? 0 : Lt * Pt;
-        for (int task = warp; task < ng + ncs; task += TC_WARPS) {
+        /* 1. a 16 x 16 tile a task: G's lower tiles into M, then their
+         * decays; the prep tiles: C S_in^T into Ys (S_in = 0 in the first
+         * chunk: skipped), then Ys and XW's elementwise steps */
+        const int ng = Lt * (Lt + 1) / 2, np = Lt * Pt;
+        for (int task = warp; task < ng + np; task += TC_WARPS) {
             tc_acc acc;
-            wmma::fill_fragment(acc, 0.0f);
             if (task < ng) {
                 int ti, tj;
                 tri_index(task, ti, tj);
+                wmma::fill_fragment(acc, 0.0f);
                 mma_steps<wmma::row_major, wmma::col_major>(acc, Cs + 16 * ti * ldn, ldn, 8, Bs + 16 * tj * ldn, ldn, 8,
                                                             nk);
                 wmma::store_matrix_sync(M + 16 * ti * lm + 16 * tj, acc, lm, wmma::mem_row_major);
+                __syncwarp();
+                decay_tile(M, lm, ti, tj, L, cum, dtf, lane);
             } else {
                 const int ti = (task - ng) / Pt, pj = (task - ng) % Pt;
-                mma_steps<wmma::row_major, wmma::col_major>(acc, Cs + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8,
-                                                            nk);
-                wmma::store_matrix_sync(Ys + 16 * ti * ly + 16 * pj, acc, ly, wmma::mem_row_major);
+                if (!first) {
+                    wmma::fill_fragment(acc, 0.0f);
+                    mma_steps<wmma::row_major, wmma::col_major>(acc, Cs + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn,
+                                                                8, nk);
+                    wmma::store_matrix_sync(Ys + 16 * ti * ly + 16 * pj, acc, ly, wmma::mem_row_major);
+                    __syncwarp();
+                }
+                prep_tile(Ys, ly, Xs, XW, lx, ti, pj, L, e, w, D, first, last, lane);
             }
         }
-        for (int i = (int)blockDim.x - 1 - (int)threadIdx.x; i < 2 * L; i += blockDim.x) {
-            if (i < L)
-                e[i] = exp(prefix(ai, i));
-            else
-                w[i - L] = (float)(exp(segment(ai, L - 1, i - L)) * dtv[i - L]);
-        }
         __syncthreads();
-        /* 2. the elementwise steps: M = G o Lm o dt on s <= t < L (as the
-         * fp32 kernel forms it), 0 elsewhere in the lower tiles */
-        for (int k = threadIdx.x; k < L * (L + 1) / 2; k += blockDim.x) {
-            int t, s;
-            tri_index(k, t, s);
-            M[t * lm + s] = (float)(M[t * lm + s] * exp(segment(ai, t, s)) * dtv[s]);
-        }
-        for (int k = threadIdx.x; k < R * R; k += blockDim.x) {
-            const int t = k / R, s = k % R;
-            if (s / 16 <= t / 16 && (s > t || t >= L)) M[t * lm + s] = 0.0f;
-        }
-        for (int k = threadIdx.x; k < R * l.Pp; k += blockDim.x) {
-            const int t = k / l.Pp, p = k % l.Pp;
-            const float cs = first ? 0.0f : (float)e[t < L ? t : 0] * Ys[t * ly + p];
-            Ys[t * ly + p] = t < L ? cs + D * Xs[t * lx + p] : 0.0f;
-            if (!last) XW[t * lx + p] = t < L ? Xs[t * lx + p] * w[t] : 0.0f;
-        }
-        __syncthreads();
-        /* 3. Y tiles (Ys + M X over the s-tiles up to the diagonal), copied
+        /* 2. Y tiles (Ys + M X over the s-tiles up to the diagonal), copied
          * out by their warp; then the state tiles (not after the last chunk) */
         const int ny = Lt * Pt, ns = last ? 0 : Pt * Nt;
-        const float decay = (float)e[L - 1];
+        const float decay = e[L - 1];
         for (int task = warp; task < ny + ns; task += TC_WARPS) {
             tc_acc acc;
             if (task < ny) {
@@ -253,7 +335,7 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
             }
         }
         if (last) break;
-        __syncthreads(); /* the next chunk's staging overwrites Bs, Xs, Ys; its phase 1 reads S */
+        __syncthreads(); /* the next chunk's staging overwrites Bs, Cs, Xs, cum, e, w; its phase 1 reads S */
     }
 }
 

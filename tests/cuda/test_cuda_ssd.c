@@ -29,16 +29,21 @@
  * with Q=16: a short last chunk, P N > 256) and windows of 16 and 32 chunks.
  * In bf16 matrix-product mode the forward runs the TF32 tensor-core scan
  * (ssd_scan_tc.cu): case 11 checks that it is taken (default shape, odd
- * shapes K=50 with Q=16 and 32, P=24 and N=10 padded to 16) and compares y
+ * shapes K=50 with Q=16 and 32, P=24 and N=10 padded to 16; K=50 Q=24, rows
+ * past Q padding in every chunk; K=100 Q=40, a chunk's decay scan over two
+ * 32-row segments; the default shape with dt=0.5 A=-16) and compares y
  * with the float64 recurrence and the fp32 scan within the bf16 bound 2e-2
  * (whole tensor and each (window, head, chunk); TF32 gives ~1e-3), checks
- * contiguous and padded strides give the same bits, two runs too, the
- * output padding, and that st_cuda_ssd_set_scan_tc(0) gives the fp32 bits.
+ * contiguous and padded strides give the same bits (the kernel's 16-byte
+ * and 4-byte copies: the padded xBC rows of W + 7 floats take the 4-byte
+ * ones, contiguous rows the 16-byte ones where N or P is a multiple of 4),
+ * two runs too, the output padding, and that st_cuda_ssd_set_scan_tc(0)
+ * gives the fp32 bits.
  * SSMTRADE_TEST_QUICK (the sanitizer runs): the grids take Q in {16, 32} x
  * K in {50, 64} (padding, several chunks, a short last chunk), the long
  * window only Q = 16 (its state pass), the chunk-parallel backward only the
  * default shape, the backwards' comparison not the 32 chunks, the TF32
- * case the default and K=50 Q=16 shapes.
+ * case all but K=50 Q=32 and the large preset.
  * Case 12: in the bf16 precision mode the scan backward runs its products
  * in TF32 on the tensor cores where the shape allows (cuda/ssd_chunk_tc.cuh:
  * Q, P, N multiples of 16, K of Q); every gradient against the fp32 SIMT
@@ -569,10 +574,16 @@ static double worst_chunk_err(const problem *pb, int Q, const float *y, const fl
  * vacuous); contiguous rows (float4 staging and stores) and padded xBC
  * strides (scalar ones) give the same bits, two runs too, and the output
  * padding keeps its poison; st_cuda_ssd_set_scan_tc(0) in bf16 mode gives
- * the fp32 kernel's bits. fp32 mode is restored afterwards. */
+ * the fp32 kernel's bits. fp32 mode is restored afterwards. strong: dt =
+ * 0.5, A = -16 (a = -8 a row: decays to exp(-8 (Q-1)) inside a chunk, past
+ * float's range, so an exponent taken the wrong way round is infinite). */
 static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int expect_tc,
-                         uint64_t seed) {
+                         int strong, uint64_t seed) {
     problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
+        pb.dt[i] = 0.5f;
+    for (int h = 0; strong && h < H; h++)
+        pb.A[h] = -16.0f;
     result oracle = make_result(&pb), f32 = make_result(&pb), tc0 = make_result(&pb), tc1 = make_result(&pb);
     result tc2 = make_result(&pb), off = make_result(&pb);
     cpu_double_sequential(&pb, &oracle);
@@ -753,11 +764,17 @@ static void run_numbered(int i) {
         break;
     case 11: /* the TF32 tensor-core scan forward (bf16 mode); its rule takes every shape whose shared memory fits
               */
-        test_scan_tc("default shape", 16, 64, 8, 32, 1, 64, 32, 1, 6000);
-        test_scan_tc("odd shape, K=50 Q=16 (P, N padded to 16, last chunk 2 rows)", 5, 50, 8, 24, 2, 10, 16, 1, 6100);
+        test_scan_tc("default shape", 16, 64, 8, 32, 1, 64, 32, 1, 0, 6000);
+        test_scan_tc("odd shape, K=50 Q=16 (P, N padded to 16, last chunk 2 rows)", 5, 50, 8, 24, 2, 10, 16, 1, 0,
+                     6100);
+        test_scan_tc("K=50 Q=24 (rows 24..31 of every chunk padding, last chunk 2 rows)", 4, 50, 8, 32, 1, 64, 24, 1, 0,
+                     6400);
+        test_scan_tc("K=100 Q=40 (two scan segments a chunk, last chunk 20 rows)", 3, 100, 4, 16, 2, 16, 40, 1, 0,
+                     6500);
+        test_scan_tc("default shape, dt=0.5 A=-16 (decays past float's range)", 4, 64, 8, 32, 1, 64, 32, 1, 1, 6600);
         if (!test_quick()) {
-            test_scan_tc("odd shape, K=50 Q=32 (last chunk 18 rows)", 5, 50, 8, 24, 2, 10, 32, 1, 6200);
-            test_scan_tc("large preset shape (175 KB: taken where the device allows)", 2, 128, 8, 64, 1, 128, 64, -1,
+            test_scan_tc("odd shape, K=50 Q=32 (last chunk 18 rows)", 5, 50, 8, 24, 2, 10, 32, 1, 0, 6200);
+            test_scan_tc("large preset shape (175 KB: taken where the device allows)", 2, 128, 8, 64, 1, 128, 64, -1, 0,
                          6300);
         }
         break;

@@ -184,8 +184,10 @@ __device__ static inline void tc_decays(const ssd_chunk &k, ssd_bwd_smem &m) {
  * 16 x 16 tiles on or below the diagonal, a warp each) beside tc_decays,
  * then for s <= t Lm = expf(cum[t] - cum[s]) in float (the bf16 mode's
  * bound allows it: the difference of double prefixes rounded to float and
- * expf's 2 ulp give ~1e-6 relative at most, against TF32's 5e-4 an operand;
- * bench/notes-scan-backward-float.md), everything above the diagonal 0.
+ * expf's 2 ulp give 6e-8 |d| + 2.4e-7 relative for a difference d: ~1e-6
+ * at the test's dt, A, < 6e-6 before expf underflows, against TF32's 5e-4
+ * an operand; bench/notes-scan-backward-float.md), everything above the
+ * diagonal 0.
  * Contains a barrier: all threads call it. */
 __device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                           const ssd_tc_rows &r) {

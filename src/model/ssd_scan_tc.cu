@@ -154,8 +154,11 @@ __device__ static inline void tri_index(int k, int &t, int &s) {
  * add 0) in double by an inclusive shuffle scan over 32 rows a step with a
  * carry; dtf[i] = dt_i; e[i] = exp(cum[i]) and w[i] = exp(cum[L-1] -
  * cum[i]) dt_i in double, rounded to float as the fp32 kernel uses them;
- * e, w are 0 past L. The dt loads are issued after the thread's copies, so
- * their round trip overlaps them. */
+ * e, w are 0 past L. cum[L-1] there is the scan's last value (the sum with
+ * the zero rows past L, whose shuffle tree can group the terms otherwise
+ * when L is not a multiple of 32: ~1e-16 apart, below float's rounding).
+ * The dt loads are issued after the thread's copies, so their round trip
+ * overlaps them. */
 __device__ static inline void chunk_decays(const scan_args &a, size_t row0, int h, int L, int Qp, double A, double *cum,
                                            float *dtf, float *e, float *w, int lane) {
     double carry = 0;

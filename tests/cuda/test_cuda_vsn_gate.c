@@ -24,7 +24,9 @@
  * Sizes: the default preset's F=40, C=16, Dv=32 and the tiny Dv=8, odd
  * row counts (the last warp's groups partly past the items), F=37 (the
  * parameters' offsets not multiples of 4), Dv=12 (a lane of each group of
- * 4 idle) and Dv=4 (a lane an item, no shuffle). */
+ * 4 idle) and Dv=4 (a lane an item, no shuffle). The backward's fused
+ * kernel (model/vsn_backward_fused.cu) would take Dv = 8, 16 and 32 and
+ * skip these kernels: it is switched off here (test_cuda_vsn.c covers it). */
 #include "model/vsn.h"
 
 #include <stdint.h>
@@ -35,6 +37,7 @@
 #include "model/vsn_ref.h"
 
 #ifdef ST_HAVE_CUDA
+#include "cuda/vsn_backward_fused_cuda.h"
 #include "cuda/vsn_cuda.h"
 
 #define FWD_BOUND 1e-5
@@ -251,6 +254,7 @@ static void test_other_sizes(void) {
 
 static void run_all(void) {
     const int quick = test_quick();
+    st_cuda_vsn_set_fused_backward(0); /* the unfused backward: the gate kernels under test */
     test_other_sizes();
     test_case("default Dv=32", quick ? 64 : 4 * 64, 40, 16, 32, 0xC0DB01);
     test_case("tiny Dv=8", quick ? 32 : 2 * 32, 40, 16, 8, 0xC0DB02);
@@ -258,6 +262,7 @@ static void run_all(void) {
     test_case("odd rows F=37 Dv=16", quick ? 29 : 2 * 53 + 1, 37, 11, 16, 0xC0DB04);
     test_case("Dv=12 (a lane of each group idle)", quick ? 23 : 63, 10, 5, 12, 0xC0DB05);
     test_case("Dv=4 (a lane an item)", quick ? 19 : 45, 9, 3, 4, 0xC0DB06);
+    st_cuda_vsn_set_fused_backward(1);
 }
 #endif
 

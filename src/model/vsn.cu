@@ -212,12 +212,6 @@ static __global__ void sel_gate_bwd_kernel(int rows, int F, const float *gl, con
  * values, done by a warp per (row, variable) whose lanes walk k. Every
  * buffer is read and written row-contiguously (coalesced). */
 
-/* Warps of the grid, each owning item `it` < n of a grid-stride loop; the
- * whole warp stays in the loop together (its shuffles need every lane). */
-#define WARP_LOOP(it, n)                                                                                               \
-    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (n);                                   \
-         it += (size_t)gridDim.x * blockDim.x / 32)
-
 /* Launches kernel with a warp per item, n items. */
 template <typename... Params, typename... Args>
 static int launch_warps(size_t n, cudaStream_t st, void (*kernel)(Params...), Args... args) {

@@ -941,18 +941,22 @@ static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_str
     return ST_OK;
 }
 
-extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
-                                   int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
-                                   float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
+/* The forward; v from the bar table tab (row tab_row[r] for row r) when
+ * tab is given, else from the per-variable GRNs run here. */
+static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
+                       const struct st_vsn_weights_f32 *w, const float *tab, const int *tab_row, float *v,
+                       int v_stride, float *alpha, int alpha_stride, float *saved, float *work, cudaStream_t st) {
     ST_TRY(vsn_check_sizes(rows, F, C, Dv));
+    ST_REQUIRE(!tab || st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
+               "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
     if (rows == 0) return ST_OK;
-    cudaStream_t st = (cudaStream_t)stream;
     const size_t R = (size_t)rows;
     vsn_saved sv = saved_at(saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
     ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
     ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    if (tab) return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
     /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it
      * (vsn_forward_fused.cu), else the products and gate_combine_kernel */
     int fused = 0;
@@ -961,6 +965,13 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     ST_TRY(var_products(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
     ST_TRY(gate_combine(rows, F, Dv, wk.s, *w, wk.fo.Vg, wk.a, sv.alpha, v, v_stride, st));
     return ST_OK;
+}
+
+extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
+                                   int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
+                                   float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
+    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, NULL, NULL, v, v_stride, alpha, alpha_stride,
+                       saved, work, (cudaStream_t)stream);
 }
 
 extern "C" int st_cuda_vsn_table_build(int rows, int F, int Dv, const float *s, int s_stride,
@@ -975,16 +986,9 @@ extern "C" int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const f
                                          int c_stride, const struct st_vsn_weights_f32 *w, const float *tab,
                                          const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
                                          float *saved, float *work, void *stream) {
-    ST_TRY(vsn_check_sizes(rows, F, C, Dv));
-    ST_REQUIRE(st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT, "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
-    if (rows == 0) return ST_OK;
-    cudaStream_t st = (cudaStream_t)stream;
-    vsn_saved sv = saved_at(saved, rows, F, Dv);
-    vsn_work wk = work_at(work, rows, F, Dv);
-    ST_TRY(launch_n((size_t)rows * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
-    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st)); /* the selection GRN's folded fc1 and skip */
-    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
-    return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
+    ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "VSN through a bar table: no table");
+    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, tab, tab_row, v, v_stride, alpha, alpha_stride,
+                       saved, work, (cudaStream_t)stream);
 }
 
 /* ---- host: backward ------------------------------------------------------ */

@@ -31,8 +31,8 @@
  * shuffles sum them), a warp per row for the unfused forward's gates,
  * norms and combine in one pass (gate_combine_kernel: it writes only v of
  * them), for the softmax backward and for the selection GRN's gate, norm
- * and softmax (sel_tail_kernel); a thread per row for the selection norm's
- * backward.
+ * and softmax (sel_tail_kernel); the selection norm's input gradient is
+ * the LayerNorm op's (cuda/layernorm_cuda.h, a warp per row).
  * Parameter gradients are reductions over all rows: the weight gradients
  * cuBLAS products (dW += dy^T x; for the stacked GRNs one launch of
  * st_cuda_grouped_dw over all variables in fp32 mode), the biases and the
@@ -64,6 +64,7 @@
 
 extern "C" {
 #include "cuda/grouped_dw_cuda.h"
+#include "cuda/layernorm_cuda.h"
 #include "cuda/linear_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_fold_cuda.h"
@@ -280,30 +281,6 @@ static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const
             if (alpha) alpha[r * (size_t)alpha_stride + i] = a;
         }
         if (lane == 0) mean[r] = (float)mu, rstd[r] = (float)rs;
-    }
-}
-
-/* LayerNorm's input gradient, a warp a row (lanes and sums as
- * sel_tail_kernel's): dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w. */
-static __global__ void layernorm_dx_kernel(int rows, int n, const float *x, int x_stride, const float *w,
-                                           const float *mean, const float *rstd, const float *dy, int dy_stride,
-                                           float *dx, int dx_stride) {
-    const int lane = threadIdx.x % 32;
-    WARP_LOOP(r, (size_t)rows) {
-        const float *xr = x + r * (size_t)x_stride, *gr = dy + r * (size_t)dy_stride;
-        const double mu = mean[r], rs = rstd[r];
-        double sg = 0, sgx = 0;
-        for (int i = lane; i < n; i += 32) {
-            const double g = (double)gr[i] * w[i];
-            sg += g;
-            sgx += g * (((double)xr[i] - mu) * rs);
-        }
-        sg = warp_sum(sg) / n;
-        sgx = warp_sum(sgx) / n;
-        for (int i = lane; i < n; i += 32) {
-            const double xh = ((double)xr[i] - mu) * rs, g = (double)gr[i] * w[i];
-            dx[r * (size_t)dx_stride + i] = (float)(rs * (g - sg - xh * sgx));
-        }
     }
 }
 
@@ -1003,8 +980,9 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *s, int s_st
                         int dc_stride, int dc_accumulate, cudaStream_t st) {
     const int Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
-    ST_TRY(launch_warps(R, st, layernorm_dx_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w,
-                        (const float *)sv.sel_mean, (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dxs, F));
+    /* the norm's input gradient: the LayerNorm op's (its parameter gradients below, from the products) */
+    ST_TRY(st_cuda_layernorm_backward(rows, F, sv.sel_x, F, w.sel_norm_w, sv.sel_mean, sv.sel_rstd, wk.dlog, F, wk.dxs,
+                                      F, 0, NULL, NULL, st));
     /* the norm's parameters: dw += colsum(xhat dy) (the products in dgls, not yet used), db += colsum(dy) */
     ST_TRY(launch_n(R * F, st, ln_prod_kernel, rows, F, (const float *)sv.sel_x, F, (const float *)sv.sel_mean,
                     (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dgls, F));

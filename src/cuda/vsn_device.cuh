@@ -32,4 +32,10 @@ __device__ static inline double warp_sum(double v) {
 #define GRID_LOOP(i, n)                                                                                                \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
+/* Warps of the grid, each owning item `it` < n of a grid-stride loop; the
+ * whole warp stays in the loop together (its shuffles need every lane). */
+#define WARP_LOOP(it, n)                                                                                               \
+    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (n);                                   \
+         it += (size_t)gridDim.x * blockDim.x / 32)
+
 #endif

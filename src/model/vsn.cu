@@ -35,8 +35,8 @@
  * shuffles sum them), a warp per row for the unfused forward's gates,
  * norms and combine in one pass (gate_combine_kernel: it writes only v of
  * them), for the softmax backward and for the selection GRN's gate, norm
- * and softmax (sel_tail_kernel); a thread per row for the selection norm's
- * backward.
+ * and softmax (sel_tail_kernel); the selection norm's input gradient is
+ * the LayerNorm op's (cuda/layernorm_cuda.h, a warp per row).
  * Parameter gradients are reductions over all rows: the weight gradients
  * cuBLAS products (dW += dy^T x; for the stacked GRNs one launch of
  * st_cuda_grouped_dw over all variables in fp32 mode), the biases and the
@@ -68,6 +68,7 @@
 
 extern "C" {
 #include "cuda/grouped_dw_cuda.h"
+#include "cuda/layernorm_cuda.h"
 #include "cuda/linear_cuda.h"
 #include "cuda/vsn_backward_fused_cuda.h"
 #include "cuda/vsn_cuda.h"
@@ -217,12 +218,6 @@ static __global__ void sel_gate_bwd_kernel(int rows, int F, const float *gl, con
  * values, done by a warp per (row, variable) whose lanes walk k. Every
  * buffer is read and written row-contiguously (coalesced). */
 
-/* Warps of the grid, each owning item `it` < n of a grid-stride loop; the
- * whole warp stays in the loop together (its shuffles need every lane). */
-#define WARP_LOOP(it, n)                                                                                               \
-    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (n);                                   \
-         it += (size_t)gridDim.x * blockDim.x / 32)
-
 /* Launches kernel with a warp per item, n items. */
 template <typename... Params, typename... Args>
 static int launch_warps(size_t n, cudaStream_t st, void (*kernel)(Params...), Args... args) {
@@ -291,30 +286,6 @@ static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const
             if (alpha) alpha[r * (size_t)alpha_stride + i] = a;
         }
         if (lane == 0) mean[r] = (float)mu, rstd[r] = (float)rs;
-    }
-}
-
-/* LayerNorm's input gradient, a warp a row (lanes and sums as
- * sel_tail_kernel's): dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy w. */
-static __global__ void layernorm_dx_kernel(int rows, int n, const float *x, int x_stride, const float *w,
-                                           const float *mean, const float *rstd, const float *dy, int dy_stride,
-                                           float *dx, int dx_stride) {
-    const int lane = threadIdx.x % 32;
-    WARP_LOOP(r, (size_t)rows) {
-        const float *xr = x + r * (size_t)x_stride, *gr = dy + r * (size_t)dy_stride;
-        const double mu = mean[r], rs = rstd[r];
-        double sg = 0, sgx = 0;
-        for (int i = lane; i < n; i += 32) {
-            const double g = (double)gr[i] * w[i];
-            sg += g;
-            sgx += g * (((double)xr[i] - mu) * rs);
-        }
-        sg = warp_sum(sg) / n;
-        sgx = warp_sum(sgx) / n;
-        for (int i = lane; i < n; i += 32) {
-            const double xh = ((double)xr[i] - mu) * rs, g = (double)gr[i] * w[i];
-            dx[r * (size_t)dx_stride + i] = (float)(rs * (g - sg - xh * sgx));
-        }
     }
 }
 
@@ -952,18 +923,22 @@ static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_str
     return ST_OK;
 }
 
-extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
-                                   int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
-                                   float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
+/* The forward; v from the bar table tab (row tab_row[r] for row r) when
+ * tab is given, else from the per-variable GRNs run here. */
+static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
+                       const struct st_vsn_weights_f32 *w, const float *tab, const int *tab_row, float *v,
+                       int v_stride, float *alpha, int alpha_stride, float *saved, float *work, cudaStream_t st) {
     ST_TRY(vsn_check_sizes(rows, F, C, Dv));
+    ST_REQUIRE(!tab || st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
+               "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
     if (rows == 0) return ST_OK;
-    cudaStream_t st = (cudaStream_t)stream;
     const size_t R = (size_t)rows;
     vsn_saved sv = saved_at(saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
     ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
     ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    if (tab) return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
     /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it
      * (vsn_forward_fused.cu), else the products and gate_combine_kernel */
     int fused = 0;
@@ -972,6 +947,13 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
     ST_TRY(var_products(rows, F, Dv, wk.s, F, *w, wk.fo, wk.a, st));
     ST_TRY(gate_combine(rows, F, Dv, wk.s, *w, wk.fo.Vg, wk.a, sv.alpha, v, v_stride, st));
     return ST_OK;
+}
+
+extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
+                                   int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
+                                   float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
+    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, NULL, NULL, v, v_stride, alpha, alpha_stride,
+                       saved, work, (cudaStream_t)stream);
 }
 
 extern "C" int st_cuda_vsn_table_build(int rows, int F, int Dv, const float *s, int s_stride,
@@ -986,16 +968,9 @@ extern "C" int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const f
                                          int c_stride, const struct st_vsn_weights_f32 *w, const float *tab,
                                          const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
                                          float *saved, float *work, void *stream) {
-    ST_TRY(vsn_check_sizes(rows, F, C, Dv));
-    ST_REQUIRE(st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT, "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
-    if (rows == 0) return ST_OK;
-    cudaStream_t st = (cudaStream_t)stream;
-    vsn_saved sv = saved_at(saved, rows, F, Dv);
-    vsn_work wk = work_at(work, rows, F, Dv);
-    ST_TRY(launch_n((size_t)rows * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
-    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st)); /* the selection GRN's folded fc1 and skip */
-    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
-    return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
+    ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "VSN through a bar table: no table");
+    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, tab, tab_row, v, v_stride, alpha, alpha_stride,
+                       saved, work, (cudaStream_t)stream);
 }
 
 /* ---- host: backward ------------------------------------------------------ */
@@ -1010,8 +985,9 @@ static int sel_backward(int rows, int F, int C, int Dv, const float *s, int s_st
                         int dc_stride, int dc_accumulate, cudaStream_t st) {
     const int Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
-    ST_TRY(launch_warps(R, st, layernorm_dx_kernel, rows, F, (const float *)sv.sel_x, F, w.sel_norm_w,
-                        (const float *)sv.sel_mean, (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dxs, F));
+    /* the norm's input gradient: the LayerNorm op's (its parameter gradients below, from the products) */
+    ST_TRY(st_cuda_layernorm_backward(rows, F, sv.sel_x, F, w.sel_norm_w, sv.sel_mean, sv.sel_rstd, wk.dlog, F, wk.dxs,
+                                      F, 0, NULL, NULL, st));
     /* the norm's parameters: dw += colsum(xhat dy) (the products in dgls, not yet used), db += colsum(dy) */
     ST_TRY(launch_n(R * F, st, ln_prod_kernel, rows, F, (const float *)sv.sel_x, F, (const float *)sv.sel_mean,
                     (const float *)sv.sel_rstd, (const float *)wk.dlog, F, wk.dgls, F));

@@ -130,8 +130,7 @@ __device__ static fold_item fold_item_of(size_t t, int F, int Dv, const st_vsn_w
  * 1,280 products serially: 106 us a call at the default preset, H200.) */
 static __global__ void fold_kernel(int F, int Dv, size_t n, st_vsn_weights_f32 w, st_vsn_fold f) {
     const int lane = threadIdx.x % 32;
-    for (size_t t = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; t < n;
-         t += (size_t)gridDim.x * blockDim.x / 32) {
+    WARP_LOOP(t, n) {
         const fold_item it = fold_item_of(t, F, Dv, w, f);
         double acc = 0;
         for (int k = lane; k < it.len; k += 32)
@@ -298,8 +297,7 @@ static __global__ void fold_ds_kernel(int rows, int F, int Dv, st_vsn_weights_f3
                                       const float *dh1, const float *dh1s, const float *dxs, float *ds, int ds_stride) {
     const size_t P = (size_t)F * Dv;
     const int Hs = hidden_sel(F, Dv), lane = threadIdx.x & 31;
-    for (size_t it = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < (size_t)rows * F;
-         it += (size_t)gridDim.x * blockDim.x / 32) {
+    WARP_LOOP(it, (size_t)rows * F) {
         size_t r = it / (size_t)F;
         int j = (int)(it % (size_t)F);
         size_t col = (size_t)j * Dv;

@@ -398,8 +398,7 @@ extern "C" int st_cuda_vsn_table_fill(int rows, int F, int Dv, const float *s, i
 static __global__ void table_combine_kernel(int rows, int F, int Dv, const float *alpha, int alpha_stride,
                                             const float *tab, const int *tab_row, float *v, int v_stride) {
     const int lane = threadIdx.x % 32;
-    const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
-    for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < (size_t)rows; r += warps) {
+    WARP_LOOP(r, (size_t)rows) {
         if (lane >= Dv) continue;
         const float *t = tab + (size_t)tab_row[r] * (size_t)F * Dv + lane, *al = alpha + r * (size_t)alpha_stride;
         double acc = 0;

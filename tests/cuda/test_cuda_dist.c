@@ -350,7 +350,11 @@ static void refusals(const st_market *m) {
     struct {
         int B, minibatches, world;
         const char *says;
-    } cases[] = {{30, 2, 4, "--batch 30"}, {32, 64, 3, "--batch 32"}, {32, 256, 4, "minibatch of 2 windows"}};
+    } cases[] = {{30, 2, 4, "--batch 30"}, {32, 64, 3, "--batch 32"}, {32, 256, 4, NULL}};
+    /* the last case's minibatch, T * 32 / 256 windows, is 2 (1 in quick mode, where T is 8) */
+    char small[64];
+    snprintf(small, sizeof small, "minibatch of %d windows", c.dims.T * 32 / 256);
+    cases[2].says = small;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         c.dims.B = cases[i].B;
         c.minibatches = cases[i].minibatches;

@@ -2,12 +2,14 @@
 # gpu-final.sh: a session's closing measurement in one device call: the
 # whole build, the side-by-side benchmark (bench/gpu-bench.sh: ssmtrade bench
 # and torch_bench.py --quick in the same run, bench.md the table), the
-# environment and full-PPO throughput (--what envwin,e2e), then
-# compute-sanitizer over the programs named in FINAL_SANITIZE with whatever
-# time is left before FINAL_BUDGET seconds (default 560) have passed.
+# environment and full-PPO throughput (--what envwin,e2e), then with
+# whatever time is left before FINAL_BUDGET seconds (default 560) have
+# passed: ncu per-kernel times of the runs in FINAL_PROFILE (gpu-check.sh's
+# PROFILE_WHAT, bf16) and compute-sanitizer over the programs named in
+# FINAL_SANITIZE.
 # Usage on the device (carry [".deps"]): bash scripts/gpu-final.sh
 # Writes under $OUT: build.txt, bench.txt (both benchmarks' output),
-# ours.json, torch.json, torch.log, bench.md, e2e.txt, sanitize.txt (at most 8 files
+# ours.json, torch.json, bench.md, e2e.txt, profile.txt, sanitize.txt (at most 8 files
 # come back from the GPU machine).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -18,9 +20,13 @@ STAGES=build bash scripts/gpu-check.sh >"$OUT/build.txt" 2>&1 || { tail -40 "$OU
 SKIP_CHECK=1 OURS_ARGS="--what train,act --windows 2048,8192 --envs 128,4096 --precision fp32,bf16 --repeats 20 --warmup 5 --sets 2" \
   timeout 330 bash bench/gpu-bench.sh >"$OUT/bench.txt" 2>&1
 echo "gpu-bench.sh: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/bench.txt"
-rm -f "$OUT/gpu.txt" "$OUT/ours.log" # their text is in bench.txt
+rm -f "$OUT/gpu.txt" "$OUT/ours.log" "$OUT/torch.log" # their text is in bench.txt
 timeout 90 build-gpu/ssmtrade bench --what envwin,e2e --e2e-envs 4096 --e2e-updates 1 --precision bf16 >"$OUT/e2e.txt" 2>&1
 echo "envwin,e2e: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/e2e.txt"
+if [ -n "${FINAL_PROFILE:-}" ] && [ "$(left)" -gt 120 ]; then
+  STAGES=profile PROFILE_WHAT="$FINAL_PROFILE" PROFILE_PRECISION=bf16 timeout $(( $(left) - 20 )) \
+    bash scripts/gpu-check.sh >/dev/null 2>&1
+fi
 if [ -n "${FINAL_SANITIZE:-}" ] && [ "$(left)" -gt 60 ]; then
   STAGES=sanitize SANITIZE_ONLY="$FINAL_SANITIZE" SANITIZE_BUDGET=$(( $(left) - 10 )) SANITIZE_JOBS=${SANITIZE_JOBS:-10} \
     bash scripts/gpu-check.sh >/dev/null 2>&1

@@ -1,7 +1,7 @@
 /* test_cuda_evaluate.c: the GPU agent (train/evaluate_cuda.h) against the CPU
  * agent (train/evaluate.h) in whole backtests of the test split of a small
- * synthetic market (3 instruments x 1500 bars, K of the preset), at the
- * tiny and default presets, greedy and sampled, with the initial weights
+ * synthetic market (3 instruments x 1500 bars, 600 in quick mode; K of
+ * the preset), at the tiny and default presets, greedy and sampled, with the initial weights
  * (st_params_init_f32) and with those weights nudged by N(0, 0.2) noise
  * (the initial policy head is scaled by 0.01, so its greedy policy is one
  * constant action; the nudge makes greedy decisions vary: all three actions
@@ -338,13 +338,15 @@ static void preset_case(const char *preset, uint64_t seed, int base) {
     CHECK(st_param_table_build(&d, &t) == ST_OK, "table: %s", st_last_error());
     st_market m;
     st_data_opts o = st_data_opts_default(d.K);
-    int rc = st_market_synthetic(seed, 3, 1500, &o, &m);
+    /* quick (the sanitizer runs, where racecheck ran past 350 s a part): 600 bars, a test split of 90 */
+    const int bars = test_quick() ? 600 : 1500;
+    int rc = st_market_synthetic(seed, 3, bars, &o, &m);
     CHECK(rc == ST_OK, "market: %s", st_last_error());
     if (rc != ST_OK) {
         st_param_table_free(&t);
         return;
     }
-    printf("%s preset: K %d, %zu parameters, 3 instruments x 1500 bars, test split\n", preset, d.K, t.total);
+    printf("%s preset: K %d, %zu parameters, 3 instruments x %d bars, test split\n", preset, d.K, t.total, bars);
     float *w = malloc(sizeof(float) * t.total), *g = calloc(t.total, sizeof(float));
     for (int nudged = 0; nudged < 2; nudged++) {
         st_params_init_f32(&t, seed, w);

@@ -1,11 +1,11 @@
 /* test_cuda_evaluate.c: the GPU agent (train/evaluate_cuda.h) against the CPU
  * agent (train/evaluate.h) in whole backtests of the test split of a small
  * synthetic market (3 instruments x 1500 bars, 600 in quick mode; K of
- * the preset), at the tiny and default presets, greedy and sampled, with the initial weights
- * (st_params_init_f32) and with those weights nudged by N(0, 0.2) noise
- * (the initial policy head is scaled by 0.01, so its greedy policy is one
- * constant action; the nudge makes greedy decisions vary: all three actions
- * occur at both presets).
+ * the preset), at the tiny and default presets, greedy and sampled, with
+ * the initial weights (st_params_init_f32) and with those weights nudged
+ * by N(0, 0.2) noise (the initial policy head is scaled by 0.01, so its
+ * greedy policy is one constant action; the nudge makes greedy decisions
+ * vary: all three actions occur at both presets at 1500 bars).
  *
  * A recorder wraps each agent: it hands the agent its context in a padded
  * buffer (row stride C + 5, NaN in the gaps), poisons the agent's outputs

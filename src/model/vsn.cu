@@ -236,20 +236,117 @@ __device__ static inline float warp_max(float v) {
     return v;
 }
 
-/* The selection GRN's steps after its products, a warp a row (lane l over
- * the variables l, l + 32, ...; the row sums in double by warp_sum, the
- * same in every lane; a lane re-reads only what it wrote):
+/* The selection GRN's steps after its products, per row:
  *   the gate      x += g1 sigma(g2), gl rows [g1 (F); g2 (F)], g2 becoming
  *                 sigma(g2) and x kept for the norm's backward;
  *   the norm      logits = LN(x) (sel_norm_w, _b; its mean and rstd saved);
  *   the softmax   alpha = softmax(logits), max subtracted, the sum in
  *                 double, into the saved copy and (when given) the
  *                 caller's strided output.
- * The expressions of vsn.c's; the sums' order is the lanes' then the
- * butterfly's. (Three kernels before, the norm and the softmax a thread a
- * row reading F-strided rows: 0.93 ms of the 11.6 ms action step at 4,096
- * environments, H200.) A NaN in the logits reaches every alpha of its row
- * through the sum (fmaxf skips it in the max, exp does not). */
+ * The expressions of vsn.c's (double statistics, double exp and division);
+ * the sums' order is the lanes' then the butterfly's. A NaN in the logits
+ * reaches every alpha of its row through the sum (fmaxf skips it in the
+ * max, exp does not).
+ *
+ * For F <= SEL_TAIL_G * SEL_TAIL_NV (64) a group of SEL_TAIL_G = 8 lanes
+ * takes a row (4 rows a warp), lane q the values q, q + 8, ... held in
+ * registers, each exp computed once, the butterflies 3 levels for the 4
+ * rows at once (sel_tail_group_kernel). Before, a warp a row (the kernel
+ * below, kept for larger F) walked F = 40 in 2 rounds with 8 of 32 lanes
+ * in the second, computed every exp twice and re-read x and the logits
+ * after storing them: ~226 FP64 warp instructions a row against ~70 now,
+ * 433 us a call at 262,144 rows (H200; bench/notes-small-kernels.md).
+ * The two kernels sum in other orders: the statistics may differ in the
+ * last bit between them. (Three kernels before change 20, the norm and
+ * the softmax a thread a row reading F-strided rows.) */
+enum { SEL_TAIL_G = 8, SEL_TAIL_NV = 8 };
+
+/* The largest (the sum) of v over the G lanes of an aligned group, every lane getting it. */
+template <int G> __device__ static inline float group_max(float v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <int G> __device__ static inline double group_sum(double v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __global__ void sel_tail_group_kernel(int rows, int F, const float *ln_w, const float *ln_b, float *gl,
+                                             float *x, float *logits, float *mean, float *rstd, float *alpha_saved,
+                                             float *alpha, int alpha_stride) {
+    constexpr int G = SEL_TAIL_G, NV = SEL_TAIL_NV, PER_WARP = 32 / G;
+    const int lane = threadIdx.x % 32, q = lane % G;
+    const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    /* the loop is the warp's (every lane runs the shuffles); a group past the last row idles in it */
+    for (size_t r0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32 * PER_WARP; r0 < (size_t)rows;
+         r0 += warps * PER_WARP) {
+        const bool live = r0 + lane / G < (size_t)rows;
+        const size_t r = live ? r0 + lane / G : r0;
+        float *g = gl + r * 2 * (size_t)F, *xr = x + r * (size_t)F, *l = logits + r * (size_t)F;
+        float xv[NV];
+        double s = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            xv[k] = 0.0f;
+            if (live && i < F) {
+                const float sg = dev_sigmoid(g[F + i]);
+                g[F + i] = sg;
+                const float xi = xr[i] + g[i] * sg;
+                xr[i] = xi;
+                xv[k] = xi;
+                s += xi;
+            }
+        }
+        const double mu = group_sum<G>(s) / F;
+        double v = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (live && q + k * G < F) v += ((double)xv[k] - mu) * ((double)xv[k] - mu);
+        const double rs = 1.0 / sqrt(group_sum<G>(v) / F + VSN_EPS);
+        float m = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            if (live && i < F) {
+                const float y = (float)(((double)xv[k] - mu) * rs) * ln_w[i] + ln_b[i];
+                l[i] = y;
+                xv[k] = y; /* x is dead: the slot holds the logit */
+                m = fmaxf(m, y);
+            }
+        }
+        m = group_max<G>(m);
+        double ev[NV], e = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            ev[k] = 0;
+            if (live && q + k * G < F) {
+                ev[k] = exp((double)xv[k] - m);
+                e += ev[k];
+            }
+        }
+        const double sum = group_sum<G>(e);
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            if (live && i < F) {
+                const float a = (float)(ev[k] / sum);
+                alpha_saved[r * (size_t)F + i] = a;
+                if (alpha) alpha[r * (size_t)alpha_stride + i] = a;
+            }
+        }
+        if (live && q == 0) mean[r] = (float)mu, rstd[r] = (float)rs;
+    }
+}
+
+/* The same a warp a row (lane l over l, l + 32, ...; the row sums by
+ * warp_sum, the same in every lane; a lane re-reads only what it wrote),
+ * for F > 64. */
 static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const float *ln_b, float *gl, float *x,
                                        float *logits, float *mean, float *rstd, float *alpha_saved, float *alpha,
                                        int alpha_stride) {
@@ -289,6 +386,17 @@ static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const
     }
 }
 
+/* The selection tail over rows: 8-lane groups where F fits them, else a warp a row. */
+static int sel_tail(int rows, int F, const float *ln_w, const float *ln_b, float *gl, float *x, float *logits,
+                    float *mean, float *rstd, float *alpha_saved, float *alpha, int alpha_stride, cudaStream_t st) {
+    const size_t R = (size_t)rows, per_warp = 32 / SEL_TAIL_G;
+    if (F <= SEL_TAIL_G * SEL_TAIL_NV)
+        return launch_warps((R + per_warp - 1) / per_warp, st, sel_tail_group_kernel, rows, F, ln_w, ln_b, gl, x,
+                            logits, mean, rstd, alpha_saved, alpha, alpha_stride);
+    return launch_warps(R, st, sel_tail_kernel, rows, F, ln_w, ln_b, gl, x, logits, mean, rstd, alpha_saved, alpha,
+                        alpha_stride);
+}
+
 /* ---- lane groups: the gate kernels for Dv % 4 == 0, Dv <= 32 ------------- */
 
 /* A warp per item (var_gate_kernel and its backward below) leaves 32 - Dv
@@ -321,13 +429,6 @@ __device__ static inline float4 ld4(const float *p, bool vec) {
     return make_float4(p[0], p[1], p[2], p[3]);
 }
 
-/* The sum of v over the G lanes of an aligned group, every lane getting it. */
-template <int G> __device__ static inline double group_sum(double v) {
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 extern "C" int st_cuda_vsn_gate_group(int rows, int F, int Dv) {
     if (!vsn_gate_lanes || rows <= 0 || F <= 0 || Dv <= 0 || Dv % 4 != 0 || Dv > 32 ||
@@ -918,8 +1019,8 @@ static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_str
     ST_TRY(st_cuda_linear_forward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, w.sel_fc2_b, sv.sel_h2, Hs, st));
     ST_TRY(st_cuda_linear_forward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, w.sel_glu_b, sv.sel_glu, 2 * F, st));
     ST_TRY(st_cuda_linear_forward(rows, F, F, s, s_stride, wk.fo.Tk, wk.fo.ck, sv.sel_x, F, st));
-    ST_TRY(launch_warps(R, st, sel_tail_kernel, rows, F, w.sel_norm_w, w.sel_norm_b, sv.sel_glu, sv.sel_x, wk.dlog,
-                        sv.sel_mean, sv.sel_rstd, sv.alpha, alpha, alpha_stride));
+    ST_TRY(sel_tail(rows, F, w.sel_norm_w, w.sel_norm_b, sv.sel_glu, sv.sel_x, wk.dlog, sv.sel_mean, sv.sel_rstd,
+                    sv.alpha, alpha, alpha_stride, st));
     return ST_OK;
 }
 

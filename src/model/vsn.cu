@@ -57,7 +57,8 @@
  * the model shares with every other op: the backward recomputes them (the
  * forward's own calls on the same buffers, so the same bits) before it
  * needs them. `work` holds dx, h1, h2 [rows, P], glu [rows, 2P], x [rows,
- * P], then mean, rstd, dlog (the forward's logits), dxs [rows, F], dgls
+ * P], then mean, rstd, dlog (the backward's; the forward's logits for F >
+ * 64), dxs [rows, F], dgls
  * [rows, 2F], dh2s, dh1s [rows, Hs], s (a contiguous copy of the
  * caller's, so that no product depends on its stride) [rows, F]: 6P + 7F
  * + 2Hs a row (the backward
@@ -251,7 +252,8 @@ __device__ static inline float warp_max(float v) {
  * For F <= SEL_TAIL_G * SEL_TAIL_NV (64) a group of SEL_TAIL_G = 8 lanes
  * takes a row (4 rows a warp), lane q the values q, q + 8, ... held in
  * registers, each exp computed once, the butterflies 3 levels for the 4
- * rows at once (sel_tail_group_kernel). Before, a warp a row (the kernel
+ * rows at once (sel_tail_group_kernel; the logits stay in registers, no
+ * longer stored to work: nothing read them). Before, a warp a row (the kernel
  * below, kept for larger F) walked F = 40 in 2 rounds with 8 of 32 lanes
  * in the second, computed every exp twice and re-read x and the logits
  * after storing them: ~226 FP64 warp instructions a row against ~70 now,
@@ -277,8 +279,8 @@ template <int G> __device__ static inline double group_sum(double v) {
 }
 
 static __global__ void sel_tail_group_kernel(int rows, int F, const float *ln_w, const float *ln_b, float *gl,
-                                             float *x, float *logits, float *mean, float *rstd, float *alpha_saved,
-                                             float *alpha, int alpha_stride) {
+                                             float *x, float *mean, float *rstd, float *alpha_saved, float *alpha,
+                                             int alpha_stride) {
     constexpr int G = SEL_TAIL_G, NV = SEL_TAIL_NV, PER_WARP = 32 / G;
     const int lane = threadIdx.x % 32, q = lane % G;
     const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
@@ -287,7 +289,7 @@ static __global__ void sel_tail_group_kernel(int rows, int F, const float *ln_w,
          r0 += warps * PER_WARP) {
         const bool live = r0 + lane / G < (size_t)rows;
         const size_t r = live ? r0 + lane / G : r0;
-        float *g = gl + r * 2 * (size_t)F, *xr = x + r * (size_t)F, *l = logits + r * (size_t)F;
+        float *g = gl + r * 2 * (size_t)F, *xr = x + r * (size_t)F;
         float xv[NV];
         double s = 0;
 #pragma unroll
@@ -315,7 +317,6 @@ static __global__ void sel_tail_group_kernel(int rows, int F, const float *ln_w,
             const int i = q + k * G;
             if (live && i < F) {
                 const float y = (float)(((double)xv[k] - mu) * rs) * ln_w[i] + ln_b[i];
-                l[i] = y;
                 xv[k] = y; /* x is dead: the slot holds the logit */
                 m = fmaxf(m, y);
             }
@@ -386,13 +387,14 @@ static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const
     }
 }
 
-/* The selection tail over rows: 8-lane groups where F fits them, else a warp a row. */
+/* The selection tail over rows: 8-lane groups where F fits them, else a warp a row
+ * (which alone stores the logits, into `logits`: scratch it re-reads). */
 static int sel_tail(int rows, int F, const float *ln_w, const float *ln_b, float *gl, float *x, float *logits,
                     float *mean, float *rstd, float *alpha_saved, float *alpha, int alpha_stride, cudaStream_t st) {
     const size_t R = (size_t)rows, per_warp = 32 / SEL_TAIL_G;
     if (F <= SEL_TAIL_G * SEL_TAIL_NV)
-        return launch_warps((R + per_warp - 1) / per_warp, st, sel_tail_group_kernel, rows, F, ln_w, ln_b, gl, x,
-                            logits, mean, rstd, alpha_saved, alpha, alpha_stride);
+        return launch_warps((R + per_warp - 1) / per_warp, st, sel_tail_group_kernel, rows, F, ln_w, ln_b, gl, x, mean,
+                            rstd, alpha_saved, alpha, alpha_stride);
     return launch_warps(R, st, sel_tail_kernel, rows, F, ln_w, ln_b, gl, x, logits, mean, rstd, alpha_saved, alpha,
                         alpha_stride);
 }

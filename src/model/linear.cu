@@ -191,11 +191,13 @@ extern "C" int st_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int 
  * `idx / out` and `idx % out` each made this kernel integer-bound: 24 us a
  * call for ~10 us of stores at 262,144 rows, H200; bench/notes-small-kernels.md.) */
 enum { BIAS_THREADS = 256, BIAS_TILE_ROWS = 64 };
+/* The widest row the walk indexes in int: a tile's n = 64 out and the last step's j + 256 stay below 2^31. */
+#define BIAS_MAX_OUT ((INT_MAX - BIAS_THREADS) / BIAS_TILE_ROWS)
 
 static __global__ void bias_rows_kernel(int rows, int out, const float *b, float *y, int y_stride) {
     const long r0 = (long)blockIdx.x * BIAS_TILE_ROWS;
     const int tile_rows = rows - r0 < BIAS_TILE_ROWS ? (int)(rows - r0) : BIAS_TILE_ROWS;
-    const int n = tile_rows * out; /* < 2^31: the launcher checks out */
+    const int n = tile_rows * out; /* n + BIAS_THREADS < 2^31: the launcher checks out */
     const int step_r = BIAS_THREADS / out, step_c = BIAS_THREADS % out;
     int r = (int)threadIdx.x / out, c = (int)threadIdx.x % out;
     for (int j = threadIdx.x; j < n; j += BIAS_THREADS) {
@@ -209,8 +211,9 @@ extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x,
                                       const float *b, float *y, int y_stride, void *stream) {
     if (rows <= 0 || out <= 0) return ST_OK;
     if (b) {
-        ST_REQUIRE(out <= INT_MAX / BIAS_TILE_ROWS, ST_ERR_INPUT, "linear forward: %d outputs are more than %d", out,
-                   INT_MAX / BIAS_TILE_ROWS);
+        ST_REQUIRE(out <= BIAS_MAX_OUT, ST_ERR_INPUT,
+                   "linear forward with a bias: %d outputs, more than the %d its broadcast indexes in 32 bits", out,
+                   BIAS_MAX_OUT);
         bias_rows_kernel<<<blocks_for(rows, BIAS_TILE_ROWS), BIAS_THREADS, 0, (cudaStream_t)stream>>>(rows, out, b, y,
                                                                                                      y_stride);
         ST_CUDA_LAUNCHED();

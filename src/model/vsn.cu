@@ -34,8 +34,9 @@
  * kernels), else a warp per (row, variable) (the lanes walk the Dv values,
  * shuffles sum them), a warp per row for the unfused forward's gates,
  * norms and combine in one pass (gate_combine_kernel: it writes only v of
- * them), for the softmax backward and for the selection GRN's gate, norm
- * and softmax (sel_tail_kernel); the selection norm's input gradient is
+ * them) and for the softmax backward; the selection GRN's gate, norm and
+ * softmax take 8 lanes a row for F <= 64 (sel_tail_group_kernel), else a
+ * warp a row (sel_tail_kernel); the selection norm's input gradient is
  * the LayerNorm op's (cuda/layernorm_cuda.h, a warp per row).
  * Parameter gradients are reductions over all rows: the weight gradients
  * cuBLAS products (dW += dy^T x; for the stacked GRNs one launch of

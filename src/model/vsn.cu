@@ -182,8 +182,24 @@ static __global__ void copy_rows_kernel(int rows, int n, const float *x, int x_s
     GRID_LOOP(idx, (size_t)rows * n) out[idx] = x[idx / (size_t)n * (size_t)x_stride + idx % (size_t)n];
 }
 
+/* out[r, 0:n] = x[row[r], 0:n] (out contiguous): the same copy through a
+ * row index (a window's rows named by their feature rows). */
+static __global__ void gather_rows_kernel(int rows, int n, const float *x, int x_stride, const int *row, float *out) {
+    GRID_LOOP(idx, (size_t)rows * n) out[idx] = x[(size_t)row[idx / (size_t)n] * (size_t)x_stride + idx % (size_t)n];
+}
+
 /* x = ELU(x) over n contiguous values. */
 static __global__ void elu_kernel(size_t n, float *x) { GRID_LOOP(i, n) x[i] = dev_elu(x[i]); }
+
+/* h[r, i] = ELU(h[r, i] + p[r / per, i]) over rows x n contiguous values:
+ * a product formed once per `per` rows (a window's context term) added to
+ * each of them, then the ELU. */
+static __global__ void add_rows_elu_kernel(int rows, int n, int per, const float *p, float *h) {
+    GRID_LOOP(i, (size_t)rows * n) {
+        size_t r = i / (size_t)n;
+        h[i] = dev_elu(h[i] + p[r / (size_t)per * (size_t)n + i % (size_t)n]);
+    }
+}
 
 /* out[r, i] = xhat[r, i] dy[r, i]: the LayerNorm weight gradient's per-row
  * terms (their column sums are the gradient). */
@@ -905,16 +921,26 @@ static int vsn_check_sizes(int rows, int F, int C, int Dv) {
 }
 
 /* The selection GRN: s, c -> logits (in work) and alpha; its fc1 and skip
- * read s through the folded weights (wk.fo: F inputs instead of P). */
+ * read s through the folded weights (wk.fo: F inputs instead of P).
+ * c_per: the rows that share one context row (1: c is per row; K: c holds
+ * a row per window of K rows, and the ctx product is formed once a window
+ * into wk.dh1s, a backward slot the forward leaves free, then added to
+ * each of its rows: K times fewer FLOPs, within fp32 rounding of the
+ * per-row product but not its bits). */
 static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
-                       const vsn_w &w, const vsn_saved &sv, const vsn_work &wk, float *alpha, int alpha_stride,
-                       cudaStream_t st) {
+                       int c_per, const vsn_w &w, const vsn_saved &sv, const vsn_work &wk, float *alpha,
+                       int alpha_stride, cudaStream_t st) {
     const int Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
     /* fc1 (+ ctx, then ELU), fc2, glu and the skip: cuBLAS products */
     ST_TRY(st_cuda_linear_forward(rows, F, Hs, s, s_stride, wk.fo.T1, wk.fo.c1, sv.sel_h1, Hs, st));
-    if (C > 0) ST_TRY(st_cuda_gemm(0, 1, rows, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 1.0f, sv.sel_h1, Hs, st));
-    ST_TRY(launch_n(R * Hs, st, elu_kernel, R * Hs, sv.sel_h1));
+    if (C > 0 && c_per > 1) {
+        ST_TRY(st_cuda_gemm(0, 1, rows / c_per, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 0.0f, wk.dh1s, Hs, st));
+        ST_TRY(launch_n(R * Hs, st, add_rows_elu_kernel, rows, Hs, c_per, (const float *)wk.dh1s, sv.sel_h1));
+    } else {
+        if (C > 0) ST_TRY(st_cuda_gemm(0, 1, rows, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 1.0f, sv.sel_h1, Hs, st));
+        ST_TRY(launch_n(R * Hs, st, elu_kernel, R * Hs, sv.sel_h1));
+    }
     ST_TRY(st_cuda_linear_forward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, w.sel_fc2_b, sv.sel_h2, Hs, st));
     ST_TRY(st_cuda_linear_forward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, w.sel_glu_b, sv.sel_glu, 2 * F, st));
     ST_TRY(st_cuda_linear_forward(rows, F, F, s, s_stride, wk.fo.Tk, wk.fo.ck, sv.sel_x, F, st));
@@ -923,11 +949,22 @@ static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_str
     return ST_OK;
 }
 
+/* Where the forward reads its rows: row r's s at s + r s_stride, or at
+ * s + s_row[r] s_stride where s_row is given (a row index into a
+ * market's features); its c at c + (r / c_per) c_stride. */
+struct vsn_input {
+    const float *s;
+    int s_stride;
+    const int *s_row;
+    const float *c;
+    int c_stride, c_per;
+};
+
 /* The forward; v from the bar table tab (row tab_row[r] for row r) when
  * tab is given, else from the per-variable GRNs run here. */
-static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
-                       const struct st_vsn_weights_f32 *w, const float *tab, const int *tab_row, float *v,
-                       int v_stride, float *alpha, int alpha_stride, float *saved, float *work, cudaStream_t st) {
+static int vsn_forward(int rows, int F, int C, int Dv, const vsn_input &in, const struct st_vsn_weights_f32 *w,
+                       const float *tab, const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
+                       float *saved, float *work, cudaStream_t st) {
     ST_TRY(vsn_check_sizes(rows, F, C, Dv));
     ST_REQUIRE(!tab || st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
                "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
@@ -935,9 +972,12 @@ static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_str
     const size_t R = (size_t)rows;
     vsn_saved sv = saved_at(saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
-    ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
+    if (in.s_row)
+        ST_TRY(launch_n(R * F, st, gather_rows_kernel, rows, F, in.s, in.s_stride, in.s_row, wk.s));
+    else
+        ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, in.s, in.s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
-    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, in.c, in.c_stride, in.c_per, *w, sv, wk, alpha, alpha_stride, st));
     if (tab) return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
     /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it
      * (vsn_forward_fused.cu), else the products and gate_combine_kernel */
@@ -952,8 +992,9 @@ static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_str
 extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
                                    int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
                                    float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
-    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, NULL, NULL, v, v_stride, alpha, alpha_stride,
-                       saved, work, (cudaStream_t)stream);
+    vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
+    return vsn_forward(rows, F, C, Dv, in, w, NULL, NULL, v, v_stride, alpha, alpha_stride, saved, work,
+                       (cudaStream_t)stream);
 }
 
 extern "C" int st_cuda_vsn_table_build(int rows, int F, int Dv, const float *s, int s_stride,
@@ -969,8 +1010,24 @@ extern "C" int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const f
                                          const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
                                          float *saved, float *work, void *stream) {
     ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "VSN through a bar table: no table");
-    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, tab, tab_row, v, v_stride, alpha, alpha_stride,
-                       saved, work, (cudaStream_t)stream);
+    vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
+    return vsn_forward(rows, F, C, Dv, in, w, tab, tab_row, v, v_stride, alpha, alpha_stride, saved, work,
+                       (cudaStream_t)stream);
+}
+
+extern "C" int st_cuda_vsn_forward_rows(int rows, int K, int F, int C, int Dv, const float *feat, int feat_stride,
+                                        const int *feat_row, const float *ctx, int ctx_stride,
+                                        const struct st_vsn_weights_f32 *w, const float *tab, float *v, int v_stride,
+                                        float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
+    ST_REQUIRE(K > 0 && rows % K == 0, ST_ERR_INPUT, "VSN from window rows: %d rows are not whole windows of K = %d",
+               rows, K);
+    ST_REQUIRE(feat && feat_row && feat_stride >= F, ST_ERR_INPUT,
+               "VSN from window rows: no feature rows, or their stride %d < F = %d", feat_stride, F);
+    ST_REQUIRE(C == 0 || (ctx && ctx_stride >= C), ST_ERR_INPUT,
+               "VSN from window rows: no context, or its stride %d < C = %d", ctx_stride, C);
+    vsn_input in = {feat, feat_stride, feat_row, ctx, ctx_stride, K};
+    return vsn_forward(rows, F, C, Dv, in, w, tab, tab ? feat_row : NULL, v, v_stride, alpha, alpha_stride, saved, work,
+                       (cudaStream_t)stream);
 }
 
 /* ---- host: backward ------------------------------------------------------ */

@@ -469,7 +469,8 @@ static int md_rows_in_make(md_rows_in *in, const st_dims *d, int n, int bars0, i
  * product is formed once a window, another cuBLAS shape); the [v; c] input
  * of w_in (the act_w_in_in label's buffer) with its context columns the
  * same bits as the window forward's; through the bar table (where Dv takes
- * one) the same bits as without; two runs the same bits; outputs poisoned,
+ * one) the same bits as without; two runs the same bits; outputs (and
+ * [v; c]) poisoned before each run,
  * the feature rows, context and window in buffers with NaN gaps; a
  * backward after it refused with a message. */
 static void md_rows_case(const char *preset, int n, int bf16, uint64_t seed) {
@@ -495,6 +496,7 @@ static void md_rows_case(const char *preset, int n, int bf16, uint64_t seed) {
     int runs = has_tab ? 4 : 3;
     for (int i = 0; i < runs; i++) {
         float *logits = dev_poisoned((size_t)n * A), *value = dev_poisoned(n);
+        CHECK(cudaMemset(m.vc, 0xFF, sizeof(float) * nvc) == cudaSuccess, "%s: poison [v; c]", name);
         if (i == 3) {
             rc = st_cuda_model_table_build(&m, in.feat.rows, in.feat.data, in.feat.F, tab);
             CHECK(rc == ST_OK, "%s: table build: %s", name, st_last_error());

@@ -168,9 +168,12 @@ def merge_ours(ours, more):
     return ours
 
 
+# The 1e9 target is the environment plus the window builder's. The row index
+# (env_and_row_index) is graded against none: it leaves the window's feature
+# reads to the forward (the gather, timed in act), so a pass would not be the
+# builder's target met.
 ENVWIN_TARGETS = {
-    "env_and_window": "env + window builder B={envs} (materialised window)",
-    "env_and_row_index": "env + the action step's observation B={envs} (row index, no window)",
+    "env_and_window": "env + window builder B={envs}",
 }
 
 
@@ -210,6 +213,8 @@ def throughput_section(ours, tg, lines):
             bound = r["envs"] / (obs / (copy * 1e9))
             kind = "window" if r.get("window_bytes") else "row index"
             note = f"{kind} at copy bandwidth: <= {fmt_num(bound, ' steps/s')}"
+        if what == "env_and_row_index":
+            note = "no target (the forward gathers the features, in act's time)" + ("; " + note if note else "")
         rows.append((f"{r.get('what')}, B={r.get('envs')}", fmt_num(sps, " env steps/s") if sps else "error: " +
                      r.get("error", "?")[:60], note, verdict))
     lines += table(["what", "ours", "note", "pass/fail"], rows)

@@ -29,7 +29,7 @@ timeout 90 build-gpu/ssmtrade bench --what envwin,e2e --e2e-envs 4096 --e2e-upda
   --json "$E2E_JSON" >"$OUT/e2e.txt" 2>&1
 echo "envwin,e2e: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/e2e.txt"
 if [ -f "$OUT/ours.json" ] && [ -f "$E2E_JSON" ]; then
-  python3 bench/compare.py "$OUT/ours.json" "$OUT/torch.json" --more "$E2E_JSON" --md "$OUT/bench.md" >/dev/null 2>&1 ||
+  python3 bench/compare.py "$OUT/ours.json" "$OUT/torch.json" --more "$E2E_JSON" --md "$OUT/bench.md" >/dev/null 2>>"$OUT/e2e.txt" ||
     echo "compare.py with the envwin,e2e JSON: exit $?" >>"$OUT/e2e.txt"
 fi
 if [ -n "${FINAL_PROFILE:-}" ] && [ "$(left)" -gt 120 ]; then

@@ -469,7 +469,8 @@ static int md_rows_in_make(md_rows_in *in, const st_dims *d, int n, int bars0, i
  * product is formed once a window, another cuBLAS shape); the [v; c] input
  * of w_in (the act_w_in_in label's buffer) with its context columns the
  * same bits as the window forward's; through the bar table (where Dv takes
- * one) the same bits as without; two runs the same bits; outputs (and
+ * one) the same bits as without, and every v NaN through a NaN table (the
+ * table is read, not only built); two runs the same bits; outputs (and
  * [v; c]) poisoned before each run,
  * the feature rows, context and window in buffers with NaN gaps; a
  * backward after it refused with a message. */
@@ -511,6 +512,23 @@ static void md_rows_case(const char *preset, int n, int bf16, uint64_t seed) {
               cudaGetErrorString(cudaGetLastError()));
         lg[i] = dev_download_new(logits, (size_t)n * A), val[i] = dev_download_new(value, n);
         vc[i] = dev_download_new(m.vc, nvc);
+        dev_free(logits), dev_free(value);
+    }
+    if (has_tab) { /* the table is read, not only built: all NaN, every row's v is NaN */
+        float *logits = dev_upload(NULL, (size_t)n * A), *value = dev_upload(NULL, n);
+        int ok = logits && value && cudaMemset(tab, 0xFF, sizeof(float) * (size_t)in.feat.rows * F * Dv) == cudaSuccess;
+        rc = ok ? st_cuda_model_forward_rows(&m, n, in.feat.data, in.feat.F, in.row, in.ctx, in.cs, tab, logits, A,
+                                             value)
+                : ST_ERR_INTERNAL;
+        CHECK(rc == ST_OK && cudaDeviceSynchronize() == cudaSuccess, "%s: forward through a NaN table: %s", name,
+              st_last_error());
+        float *v = dev_download_new(m.vsn_v, (size_t)n * K * Dv);
+        long nan_v = count_nonfinite(v, n * K, Dv, Dv);
+        CHECK(nan_v == (long)n * K * Dv,
+              "%s: through a NaN table %ld of %ld v values are NaN (the forward must read "
+              "every row's v from the table)",
+              name, nan_v, (long)n * K * Dv);
+        free(v);
         dev_free(logits), dev_free(value);
     }
     /* no backward after a forward from rows: it has no window */

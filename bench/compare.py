@@ -158,6 +158,9 @@ def act_section(ours, th, tg, lines):
                      target, verdict))
     lines += table(["envs", "prec", "ours", "PyTorch eager", "PyTorch compile (best mode)", "of which reduce-overhead",
                     "ratio vs best", "target", "pass/fail"], rows)
+    if any(r.get("act_window") for r in ours.get("act", [])):
+        lines += ["", "(ours: `--act-window 1`, the materialised window and the window forward, not the trainer's "
+                  "action step)"]
 
 
 def merge_ours(ours, more):

@@ -21,8 +21,17 @@ SKIP_CHECK=1 OURS_ARGS="--what train,act --windows 2048,8192 --envs 128,4096 --p
   timeout 330 bash bench/gpu-bench.sh >"$OUT/bench.txt" 2>&1
 echo "gpu-bench.sh: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/bench.txt"
 rm -f "$OUT/gpu.txt" "$OUT/ours.log" "$OUT/torch.log" # their text is in bench.txt
-timeout 90 build-gpu/ssmtrade bench --what envwin,e2e --e2e-envs 4096 --e2e-updates 1 --precision bf16 >"$OUT/e2e.txt" 2>&1
+# its JSON off $OUT (8 files come back at most): compare.py merges it into bench.md (the Throughput table and
+# the 1e9 / 2e5 targets; bench.md had none when only the train,act JSON reached it)
+E2E_JSON=/tmp/e2e.json
+rm -f "$E2E_JSON"
+timeout 90 build-gpu/ssmtrade bench --what envwin,e2e --e2e-envs 4096 --e2e-updates 1 --precision bf16 \
+  --json "$E2E_JSON" >"$OUT/e2e.txt" 2>&1
 echo "envwin,e2e: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/e2e.txt"
+if [ -f "$OUT/ours.json" ] && [ -f "$E2E_JSON" ]; then
+  python3 bench/compare.py "$OUT/ours.json" "$OUT/torch.json" --more "$E2E_JSON" --md "$OUT/bench.md" >/dev/null 2>>"$OUT/e2e.txt" ||
+    echo "compare.py with the envwin,e2e JSON: exit $?" >>"$OUT/e2e.txt"
+fi
 if [ -n "${FINAL_PROFILE:-}" ] && [ "$(left)" -gt 120 ]; then
   STAGES=profile PROFILE_WHAT="$FINAL_PROFILE" PROFILE_PRECISION=bf16 timeout $(( $(left) - 20 )) \
     bash scripts/gpu-check.sh >/dev/null 2>&1

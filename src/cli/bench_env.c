@@ -1,5 +1,11 @@
-/* bench_env.c: the action step (window + forward + sampling + environment
- * step) and the environment + window builder alone (cli/bench.h). */
+/* bench_env.c: the action step (observation + forward + sampling +
+ * environment step) and the environment + observation builder alone
+ * (cli/bench.h). The action step's observation is, as in the trainer, the
+ * windows' feature-row index with the environments' context (the forward
+ * reads features through it: st_cuda_model_forward_rows); --act-window 1
+ * times the materialised window and the window forward instead. envwin
+ * times the environment step with the materialised window (the builder)
+ * and with the row index (what the action step now builds). */
 #include "cli/bench.h"
 
 #ifdef ST_HAVE_CUDA
@@ -27,7 +33,8 @@
 
 typedef struct {
     const st_dims *d;
-    int n, mode; /* envwin: 0 env + window, 1 env only, 2 window only */
+    int n, mode; /* envwin: 0 env + window, 1 env only, 2 window only, 3 env + row index */
+    int act_window; /* act: the materialised window and the window forward */
     uint64_t seed;
     const st_cuda_features *feat;
     st_cuda_model model;
@@ -38,8 +45,8 @@ typedef struct {
     st_bench_pool pool;
     int *action;
     float *logp, *win, *logits, *value;
-    float *tab;   /* act: the bar table [feat rows, F Dv] (NULL: none) */
-    int *tab_row; /* [n K] */
+    float *tab;    /* act: the bar table [feat rows, F Dv] (NULL: none) */
+    int *feat_row; /* [n K]: each window row's feature row (and table row) */
     int *actions[ST_BENCH_MAX_SETS]; /* envwin: pre-drawn */
 } env_bench;
 
@@ -50,7 +57,7 @@ static void env_bench_free(env_bench *b) {
     st_bench_pool_free(&b->pool);
 }
 
-/* The environments of n instances, reset, with their output buffers and the window. */
+/* The environments of n instances, reset, with their output buffers, the window and the row index. */
 static int env_setup(env_bench *b, const st_bench_opts *o, int n, cudaStream_t s) {
     const st_dims *d = b->d;
     st_bench_pool *pl = &b->pool;
@@ -72,6 +79,7 @@ static int env_setup(env_bench *b, const st_bench_opts *o, int n, cudaStream_t s
     ST_TRY(PALLOC(pl, e->inst, n));
     ST_TRY(PALLOC(pl, e->bar, n));
     ST_TRY(PALLOC(pl, b->win, (size_t)n * d->K * st_row_width(d)));
+    ST_TRY(PALLOC(pl, b->feat_row, (size_t)n * d->K));
     ST_TRY(st_bench_settle()); /* the environment's inputs went up synchronously */
     ST_TRY(st_cuda_env_reset(&b->env, e, s));
     BCU(cudaStreamSynchronize(s));
@@ -83,13 +91,20 @@ static int act_step(void *ctx, int k, cudaStream_t s) {
     env_bench *b = ctx;
     const st_dims *d = b->d;
     int n = b->n, ws = st_row_width(d);
-    ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)b->feat->inst, b->feat->F, b->out.inst,
-                                b->out.bar, b->out.ctx, b->out.ctx_stride, b->win, ws, s));
-    if (b->tab) { /* the trainer's action step: the VSN's per-variable part from the bar table */
-        ST_TRY(st_cuda_window_feature_rows(n, d->K, b->feat, b->out.inst, b->out.bar, b->tab_row, s));
-        ST_TRY(st_cuda_model_forward_table(&b->model, n, b->win, ws, b->tab, b->tab_row, b->logits, d->A, b->value));
+    /* the observation: each window row's feature row (the bar table's row too) */
+    if (!b->act_window || b->tab)
+        ST_TRY(st_cuda_window_feature_rows(n, d->K, b->feat, b->out.inst, b->out.bar, b->feat_row, s));
+    if (!b->act_window) { /* the trainer's action step: no window */
+        ST_TRY(st_cuda_model_forward_rows(&b->model, n, b->feat->data, b->feat->F, b->feat_row, b->out.ctx,
+                                          b->out.ctx_stride, b->tab, b->logits, d->A, b->value));
     } else {
-        ST_TRY(st_cuda_model_forward(&b->model, n, b->win, ws, b->logits, d->A, b->value));
+        ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)b->feat->inst, b->feat->F,
+                                    b->out.inst, b->out.bar, b->out.ctx, b->out.ctx_stride, b->win, ws, s));
+        if (b->tab)
+            ST_TRY(st_cuda_model_forward_table(&b->model, n, b->win, ws, b->tab, b->feat_row, b->logits, d->A,
+                                               b->value));
+        else
+            ST_TRY(st_cuda_model_forward(&b->model, n, b->win, ws, b->logits, d->A, b->value));
     }
     ST_TRY(st_cuda_select_actions(n, d->A, b->logits, d->A, b->seed, ST_STREAM_ACTION, NULL, 0, b->action, b->logp, s));
     ST_TRY(st_cuda_env_step(&b->env, b->action, &b->out, s));
@@ -106,9 +121,9 @@ static int table_step(void *ctx, int k, cudaStream_t s) {
 int st_bench_act(const st_bench_opts *o, cJSON *out) {
     cJSON *arr = cJSON_AddArrayToObject(out, "act");
     const st_dims *d = &o->d;
-    printf("\n== act: window build + forward + action sampling + environment step, one CUDA graph,\n"
+    printf("\n== act: %s + forward + action sampling + environment step, one CUDA graph,\n"
            "   median of %d replays after %d warm-up (the environments advance)%s\n",
-           o->repeats, o->warmup,
+           o->act_window ? "window build (--act-window 1)" : "feature-row index (no window)", o->repeats, o->warmup,
            o->bar_table ? ";\n   the VSN's per-variable GRNs through the rollout's bar table, its build (once a "
                           "rollout of T steps)\n   timed apart: 'with build/T' adds its share to a step, env steps/s "
                           "counts it"
@@ -140,7 +155,7 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
             /* fresh environments per precision: both start from the same state */
             env_bench b;
             memset(&b, 0, sizeof b);
-            b.d = d, b.feat = &su.feat, b.seed = o->seed;
+            b.d = d, b.feat = &su.feat, b.seed = o->seed, b.act_window = o->act_window;
             int r = env_setup(&b, o, n, s);
             if (r == ST_OK) r = PALLOC(&b.pool, b.action, n);
             if (r == ST_OK) r = PALLOC(&b.pool, b.logp, n);
@@ -148,10 +163,8 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
             if (r == ST_OK) r = PALLOC(&b.pool, b.value, n);
             if (r == ST_OK) r = st_cuda_model_init(&b.model, d, &su.table, n, wd, gd);
             if (r == ST_OK) b.model_ok = 1, b.model.stream = (void *)s;
-            if (r == ST_OK && o->bar_table && st_cuda_model_table_fits(&b.model)) {
+            if (r == ST_OK && o->bar_table && st_cuda_model_table_fits(&b.model))
                 r = PALLOC(&b.pool, b.tab, (size_t)su.feat.rows * d->F * d->Dv);
-                if (r == ST_OK) r = PALLOC(&b.pool, b.tab_row, (size_t)n * d->K);
-            }
             st_bench_times tm, tb;
             memset(&tb, 0, sizeof tb);
             st_cuda_set_matmul_precision((st_matmul_precision)p);
@@ -165,6 +178,7 @@ int st_bench_act(const st_bench_opts *o, cJSON *out) {
                 const double step = tm.median + (b.tab ? tb.median / d->T : 0); /* ms, the build's share added */
                 st_bench_add_times(row, &tm);
                 cJSON_AddNumberToObject(row, "bar_table", b.tab != NULL);
+                cJSON_AddNumberToObject(row, "act_window", b.act_window);
                 if (b.tab) cJSON_AddNumberToObject(row, "table_build_ms", tb.median);
                 cJSON_AddNumberToObject(row, "median_with_build_ms", step);
                 cJSON_AddNumberToObject(row, "env_steps_per_s", n / (step * 1e-3));
@@ -190,9 +204,11 @@ static int envwin_step(void *ctx, int k, cudaStream_t s) {
     const st_dims *d = b->d;
     int n = b->n, ws = st_row_width(d);
     if (b->mode != 2) ST_TRY(st_cuda_env_step(&b->env, b->actions[k], &b->out, s));
-    if (b->mode != 1)
+    if (b->mode == 0 || b->mode == 2)
         ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)b->feat->inst, b->feat->F, b->out.inst,
                                     b->out.bar, b->out.ctx, b->out.ctx_stride, b->win, ws, s));
+    if (b->mode == 3) /* the action step's observation: the row index (the env wrote the context itself) */
+        ST_TRY(st_cuda_window_feature_rows(n, d->K, b->feat, b->out.inst, b->out.bar, b->feat_row, s));
     return ST_OK;
 }
 
@@ -201,9 +217,11 @@ int st_bench_envwin(const st_bench_opts *o, cJSON *out) {
     const st_dims *d = &o->d;
     int n = o->envwin_envs;
     printf("\n== envwin: environment step (pre-drawn random actions, %d buffers, one graph each) + window build,\n"
-           "   %d environments, median of %d replays after %d warm-up\n",
+           "   %d environments, median of %d replays after %d warm-up; env_and_row_index: the env step plus what\n"
+           "   the action step now builds for its observation (n K feature-row ints; the forward reads the\n"
+           "   features through them, in the forward's own time)\n",
            o->sets, n, o->repeats, o->warmup);
-    printf("  %-22s %9s %9s %9s %12s %10s\n", "what", "median us", "p10 us", "p90 us", "env steps/s", "window GB/s");
+    printf("  %-22s %9s %9s %9s %12s %10s\n", "what", "median us", "p10 us", "p90 us", "env steps/s", "obs GB/s");
     fflush(stdout);
     int failed = 0;
     st_bench_setup su;
@@ -222,15 +240,19 @@ int st_bench_envwin(const st_bench_opts *o, cJSON *out) {
     }
     free(ha);
     if (rc == ST_OK) rc = st_bench_settle();
-    /* window bytes: features read (F per row) and the row written (F + C) */
+    /* window bytes: features read (F per row) and the row written (F + C);
+     * row index bytes: inst and bar read a window, an int written a row */
     double wbytes = (double)n * d->K * (2.0 * d->F + d->C) * sizeof(float);
-    const char *names[3] = {"env_and_window", "env_only", "window_only"};
-    for (int mode = 0; mode < 3; mode++) {
+    double ibytes = (double)n * d->K * sizeof(int) + 2.0 * n * sizeof(int);
+    const char *names[4] = {"env_and_window", "env_only", "window_only", "env_and_row_index"};
+    for (int mode = 0; mode < 4; mode++) {
+        double obytes = mode == 1 ? 0 : mode == 3 ? ibytes : wbytes;
         cJSON *row = cJSON_CreateObject();
         cJSON_AddItemToArray(arr, row);
         cJSON_AddStringToObject(row, "what", names[mode]);
         cJSON_AddNumberToObject(row, "envs", n);
-        cJSON_AddNumberToObject(row, "window_bytes", mode == 1 ? 0 : wbytes);
+        cJSON_AddNumberToObject(row, "window_bytes", mode == 0 || mode == 2 ? wbytes : 0);
+        cJSON_AddNumberToObject(row, "obs_bytes", obytes);
         if (rc != ST_OK) {
             st_bench_record_error(row, names[mode]);
             failed++;
@@ -243,10 +265,11 @@ int st_bench_envwin(const st_bench_opts *o, cJSON *out) {
         if (r == ST_OK) r = st_bench_capture_and_time(envwin_step, &b, o->sets, o, s, &tm);
         if (r == ST_OK) r = st_cuda_env_check(&b.env);
         if (r == ST_OK) {
-            double sec = tm.median * 1e-3, gbs = mode == 1 ? 0 : wbytes / sec / 1e9;
+            double sec = tm.median * 1e-3, gbs = obytes / sec / 1e9;
             st_bench_add_times(row, &tm);
             cJSON_AddNumberToObject(row, "env_steps_per_s", n / sec);
-            cJSON_AddNumberToObject(row, "window_GBps", gbs);
+            cJSON_AddNumberToObject(row, "window_GBps", mode == 0 || mode == 2 ? gbs : 0);
+            cJSON_AddNumberToObject(row, "obs_GBps", gbs);
             printf("  %-22s %9.1f %9.1f %9.1f %12.4g %10.1f\n", names[mode], tm.median * 1e3, tm.p10 * 1e3,
                    tm.p90 * 1e3, n / sec, gbs);
             fflush(stdout);

@@ -42,6 +42,8 @@ static const st_flag flags[] = {
     {"vsn-fused", "0|1", "the VSN forward's per-variable GRNs as one fused kernel (1, default) or unfused (0)"},
     {"bar-table", "0|1", "act: the VSN's per-variable GRNs once a bar through the rollout's bar table (1, default) or "
                          "once a window row (0)"},
+    {"act-window", "0|1", "act: the observation as a materialised window and the window forward (1; the path "
+                          "before no-window) or as its feature-row index and context (0, default: the trainer's)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -135,6 +137,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "bar-table", 1, &o->bar_table));
     ST_REQUIRE(o->bar_table == 0 || o->bar_table == 1, ST_ERR_INPUT, "--bar-table: %d is neither 0 nor 1",
                o->bar_table);
+    ST_TRY(st_args_int(a, "act-window", 0, &o->act_window));
+    ST_REQUIRE(o->act_window == 0 || o->act_window == 1, ST_ERR_INPUT, "--act-window: %d is neither 0 nor 1",
+               o->act_window);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -179,6 +184,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "gemm_size", o->gemm_size);
     cJSON_AddNumberToObject(root, "vsn_fused", o->vsn_fused);
     cJSON_AddNumberToObject(root, "bar_table", o->bar_table);
+    cJSON_AddNumberToObject(root, "act_window", o->act_window);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);

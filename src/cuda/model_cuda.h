@@ -54,7 +54,7 @@ typedef struct {
     void *arena;
     size_t arena_bytes;
     int n;         /* windows of the last forward */
-    const float *x; /* its input window (device) */
+    const float *x; /* its input window (device; NULL after st_cuda_model_forward_rows) */
     int x_stride;
     float *vsn_v;     /* [rows, Dv] */
     float *vsn_alpha; /* [rows, F] */
@@ -108,6 +108,25 @@ int st_cuda_model_table_fits(const st_cuda_model *m);
 int st_cuda_model_table_build(st_cuda_model *m, long bars, const float *s, int s_stride, float *tab);
 int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_stride, const float *tab,
                                 const int *tab_row, float *logits, int logits_stride, float *value);
+
+/* The action step's forward from its observation's description instead of
+ * a materialised window: window b's row k is feature row
+ * feat_row[b K + k] of feat (row stride feat_stride >= F: a market's
+ * features, st_cuda_features' data; feat_row from
+ * st_cuda_window_feature_rows, [n K] device ints) and its context is
+ * ctx[b] (row stride ctx_stride >= C), the same in every row, as the
+ * window builder would copy them. Nothing [n K, F + C] is read or
+ * written: s is gathered through the index, the selection GRN's ctx
+ * product is formed once a window and added to its rows, [v; c] and the
+ * heads take c from ctx. The window forward's math, not its bits (the
+ * per-window product is a cuBLAS product of another shape: within fp32
+ * rounding, the test's 1e-5). tab: the VSN's per-variable part from a bar
+ * table built from feat (st_cuda_model_table_build; its rows are
+ * feat_row's), else run over the gathered rows: with and without a table
+ * the same bits. No backward may follow (it needs a window; ST_ERR_INPUT). */
+int st_cuda_model_forward_rows(st_cuda_model *m, int n, const float *feat, int feat_stride, const int *feat_row,
+                               const float *ctx, int ctx_stride, const float *tab, float *logits, int logits_stride,
+                               float *value);
 
 /* Backward of the last forward: parameter gradients are added to m->g; dX
  * (the window's gradient, [n*K, F+C] at row stride dx_stride; NULL: not

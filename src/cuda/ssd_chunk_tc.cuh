@@ -2,13 +2,18 @@
  * (TF32 WMMA, m16n16k8, float accumulators) for the bf16 precision mode
  * (cuda/linear_cuda.h: products may be bf16/TF32, 2e-2 on gradients); the
  * SIMT steps of cuda/ssd_chunk_device.cuh stay the fp32 path, unchanged.
- * Besides the products, four things differ from the SIMT steps, each for
- * the chunk's latency chain (bench/notes-scan-backward-float.md): the rows
- * come in by cp.async, all of a thread's copies in flight at once; the
- * decays come from one double prefix a chunk (e, last in double, Lm as
- * float exponentials of its differences) instead of segment sums; step 3
- * runs over all warps; the dA, dD partials sum as a warp's fixed tree. The
- * other elementwise work in double (steps 4-6) is the SIMT steps' code.
+ * Besides the products, five things differ from the SIMT steps, each for
+ * the chunk's latency chain (bench/notes-scan-backward-float.md,
+ * bench/notes-scan-next.md): the rows come in by cp.async, all of a
+ * thread's copies in flight at once; the decays come from one double
+ * prefix a chunk (e, last in double, Lm as float exponentials of its
+ * differences) instead of segment sums; step 3 runs over all warps; step
+ * 4's per-row dots and step 5's row prefixes run a warp a row (lanes along
+ * the row: no bank conflicts, shuffle trees and scans) instead of a lane a
+ * row; step 6's column sums run over all warps; the dA, dD partials sum
+ * as a warp's fixed tree; the forward walk's w and decay come from the
+ * same prefix. The other elementwise work in double (the rest of steps 4
+ * and 6) is the SIMT steps' code.
  * Used by model/ssd_scan_backward.cu only (chunk_backward in ssd.cu stays
  * SIMT).
  * CUDA sources only; include after cuda/ssd_chunk_device.cuh.
@@ -216,6 +221,20 @@ __device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk
         }
 }
 
+/* Each warp's v for column `lane` into red[32 w + lane], a barrier (all
+ * threads call it), then warp 0's lanes that want it get their column's
+ * SSD_TC_WARPS values added in warp order (the others 0). */
+__device__ static inline double tc_warp_shares(double *red, double v, int want) {
+    const int w = ssd_tc::warp_id(), lane = ssd_tc::lane();
+    red[w * 32 + lane] = v;
+    __syncthreads();
+    double sum = 0;
+    if (w == 0 && want)
+        for (int j = 0; j < SSD_TC_WARPS; j++)
+            sum += red[j * 32 + lane];
+    return sum;
+}
+
 /* Step 3 (bwd_intra's math) over all warps instead of warp 0's 32 dependent
  * iterations: for each block of 32 columns, lane s of warp w updates rows t
  * = w, w + 8, ... (t >= s) of column s with bwd_intra's expressions (the
@@ -241,14 +260,8 @@ __device__ static inline void tc_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
                 m.Lm[i] = t > s ? (float)(q * dts) : 0.0f;
             }
         }
-        m.red[w * 32 + lane] = acc;
-        __syncthreads();
-        if (w == 0 && s < L) {
-            double dd = 0;
-            for (int j = 0; j < SSD_TC_WARPS; j++)
-                dd += m.red[j * 32 + lane];
-            m.dd[s] = dd;
-        }
+        const double dd = tc_warp_shares(m.red, acc, s < L);
+        if (w == 0 && s < L) m.dd[s] = dd;
     }
 }
 
@@ -278,25 +291,67 @@ __device__ static inline void tc_boundary(const ssd_dev_args &a, const ssd_chunk
             ddc += (double)r.dSo[(j / a.N) * r.sld + j % a.N] * (double)r.Sin[(j / a.N) * r.sld + j % a.N];
     m.red[threadIdx.x] = ddc;
     __syncthreads();
-    for (int i = threadIdx.x; i < L; i += blockDim.x) { /* bwd_boundary's per-row terms, the same code */
-        if (has_out) {
-            double dw = 0;
-            for (int n = 0; n < a.N; n++)
-                dw += (double)b_at(a, k, i, n) * m.xds[(size_t)i * a.N + n];
-            m.dd[i] += dw * m.last[i];
-            if (i < L - 1) {
-                float *rr = &m.Lm[(L - 1) * L + i];
-                *rr = (float)((double)*rr + dw * m.last[i] * m.dtv[i]);
-            }
+    /* bwd_boundary's per-row terms, a warp a row (lanes along n: 32
+     * consecutive floats of B or C and of xds or dys, no bank conflicts; a
+     * lane a row, as bwd_boundary, reads xds at stride N: 32-way at N = 64),
+     * each dot a lane's N / 32 terms in order, then a fixed xor tree */
+    const int ln = lane();
+#pragma unroll 1
+    for (int i = warp_id(); i < L; i += SSD_TC_WARPS) {
+        double dw = 0, de = 0;
+        for (int n = ln; n < a.N; n += 32) {
+            if (has_out) dw += (double)b_at(a, k, i, n) * m.xds[(size_t)i * a.N + n];
+            if (has_in) de += (double)c_at(a, k, i, n) * m.dys[(size_t)i * a.N + n];
         }
-        if (has_in) {
-            double de = 0;
-            for (int n = 0; n < a.N; n++)
-                de += (double)c_at(a, k, i, n) * m.dys[(size_t)i * a.N + n];
-            if (i == L - 1 && has_out)
-                for (int j = 0; j < SSD_THREADS; j++)
-                    de += m.red[j];
-            m.de[i] = de;
+        for (int o = 16; o > 0; o /= 2) {
+            dw += __shfl_xor_sync(0xffffffffu, dw, o);
+            de += __shfl_xor_sync(0xffffffffu, de, o);
+        }
+        if (i == L - 1 && has_in && has_out) { /* + sum(dS_out o S_in): red's shares, 8 a lane in order, a tree */
+            double sr = 0;
+            for (int j = ln * (SSD_THREADS / 32); j < (ln + 1) * (SSD_THREADS / 32); j++)
+                sr += m.red[j];
+            for (int o = 16; o > 0; o /= 2)
+                sr += __shfl_xor_sync(0xffffffffu, sr, o);
+            de += sr;
+        }
+        if (ln == 0) {
+            if (has_out) {
+                m.dd[i] += dw * m.last[i];
+                if (i < L - 1) {
+                    float *rr = &m.Lm[(L - 1) * L + i];
+                    *rr = (float)((double)*rr + dw * m.last[i] * m.dtv[i]);
+                }
+            }
+            if (has_in) m.de[i] = de;
+        }
+    }
+}
+
+/* Step 5 (bwd_prefix_rows' math) a warp a row instead of a lane a row (a
+ * lane a row walks its row at stride L: 32 lanes in one bank at L = 32,
+ * on the load and the store, 32 dependent iterations): row t's values
+ * R[t, s] (s < t; 0 at s = t) along the lanes, an inclusive double shuffle
+ * scan over 32-column segments with a carry seeded by e[t] de[t], each
+ * lane storing its exclusive prefix (the lane below's, lane 0 the carry)
+ * for s <= t. Another order than bwd_prefix_rows' serial sum (~1e-16
+ * apart, double, rounded to float as it does). */
+__device__ static inline void tc_prefix_rows(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L, has_in = k.c > 0, ln = ssd_tc::lane();
+#pragma unroll 1
+    for (int t = ssd_tc::warp_id(); t < L; t += SSD_TC_WARPS) { /* t is the warp's: the shuffles see all lanes */
+        float *Rt = m.Lm + (size_t)t * L;
+        double carry = has_in ? m.e[t] * m.de[t] : 0.0;
+        for (int s0 = 0; s0 <= t; s0 += 32) {
+            const int s = s0 + ln;
+            double v = s < t ? (double)Rt[s] : 0.0;
+            for (int o = 1; o < 32; o *= 2) {
+                const double u = __shfl_up_sync(0xffffffffu, v, o);
+                if (ln >= o) v += u;
+            }
+            const double below = __shfl_up_sync(0xffffffffu, v, 1);
+            if (s <= t) Rt[s] = (float)(ln == 0 ? carry : carry + below);
+            carry += __shfl_sync(0xffffffffu, v, 31);
         }
     }
 }
@@ -315,7 +370,38 @@ __device__ static inline void tc_steps(const ssd_dev_args &a, const ssd_chunk &k
     __syncthreads();
     tc_boundary(a, k, m, r);
     __syncthreads();
-    bwd_prefix_rows(k, m);
+    tc_prefix_rows(k, m);
+}
+
+/* Step 6 (bwd_decay_grads' math) with da_i = sum_{t>=i} R[t, i] over the
+ * warps instead of a lane's 32 dependent adds: for each block of 32
+ * columns, lane i of warp w sums rows t = w, w + 8, ... (t >= i), the 8
+ * shares added in warp order by warp 0 after a barrier (as tc_intra;
+ * another order than the SIMT sum, ~1e-16 apart); then, after another
+ * barrier, each thread's share of sum dY o X into red (as the SIMT step).
+ * Contains barriers; the caller synchronises after. */
+__device__ static inline void tc_decay_grads(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = k.L, lane = ssd_tc::lane(), w = ssd_tc::warp_id();
+    double pd = 0;
+    for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
+        const int t = idx / a.P, p = idx % a.P;
+        pd += (double)dy_at(a, k, t, p) * (double)x_at(a, k, t, p);
+    }
+    for (int i0 = 0; i0 < L; i0 += 32) {
+        if (i0 > 0) __syncthreads(); /* the last block's shares are read */
+        const int i = i0 + lane;
+        double part = 0;
+        if (i < L)
+            for (int t = w; t < L; t += SSD_TC_WARPS)
+                if (t >= i) part += (double)m.Lm[t * L + i];
+        const double da = tc_warp_shares(m.red, part, i < L);
+        if (w == 0 && i < L) {
+            a.ddt[(k.row0 + (size_t)i) * (size_t)a.ddt_stride + (size_t)k.h] = (float)(m.dd[i] + k.A * da);
+            m.sa[i] = m.dtv[i] * da;
+        }
+    }
+    __syncthreads(); /* warp 0 has read the shares */
+    m.red[threadIdx.x] = pd;
 }
 
 /* bwd_partials by warp 0 instead of thread 0's 288 serial adds: each lane

@@ -61,6 +61,18 @@ void st_cuda_ssd_set_scan_tc(int on);
  * switches and matrix-product precision (for the tests). */
 int st_cuda_ssd_forward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* Whether the tensor-core scan forward takes windows of exactly two full
+ * chunks (K = 2Q, Q a multiple of 16: the default preset) with its pair
+ * kernel, both chunks' intra-chunk work at once and the state term last
+ * (1, the default, where its shared memory fits), or walks the chunks in
+ * order as for other shapes (0). Within TF32 rounding of each other, not
+ * the same bits. Process-wide. */
+void st_cuda_ssd_set_scan_tc_pair(int on);
+
+/* 1 when st_cuda_ssd_forward_chunked with these sizes would run the pair
+ * kernel (for the tests). */
+int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 /* The same for the backward: one kernel a (window, head) that walks its
  * chunks forward for the states and back for the gradients (1, the
  * default, where the shape fits: model/ssd_scan_backward.cu), or the

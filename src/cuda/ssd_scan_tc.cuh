@@ -24,8 +24,10 @@ struct scan_args {
  * each padded to a multiple of 16 inside). */
 size_t scan_tc_smem_bytes(int Q, int P, int N);
 
-/* Enqueues the tensor-core kernel over Bsz * a.H blocks (bytes from
- * scan_tc_smem_bytes, within the device's opt-in limit). */
-int scan_tc_launch(const scan_args &a, int Bsz, size_t bytes, cudaStream_t st);
+/* Enqueues a tensor-core kernel over Bsz * a.H blocks (scan_tc_smem_bytes
+ * already known to be within smem_optin, the device's opt-in limit): the
+ * pair kernel, both chunks at once, where a.nc = 2 with full chunks (K =
+ * 2Q, Q a multiple of 16) and its shared memory fits, else the walk. */
+int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st);
 
 #endif

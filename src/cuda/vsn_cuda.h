@@ -60,6 +60,22 @@ int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const float *s, in
                               float *v, int v_stride, float *alpha, int alpha_stride, float *saved, float *work,
                               void *stream);
 
+/* The forward from a description of whole windows instead of their rows:
+ * row r (window r / K) reads its s from feature row feat_row[r] of feat
+ * (row stride feat_stride >= F, a market's features, device ints) and its
+ * c from ctx row r / K (ctx_stride >= C): no [rows, F + C] window is read.
+ * The selection GRN's ctx product is formed once a window ([rows / K, C] x
+ * ctx_w^T) and added to each of its rows: the window forward's math,
+ * within fp32 rounding of it (a cuBLAS product of another shape), not its
+ * bits. tab: v from a bar table built from feat (row feat_row[r]), else
+ * from the per-variable GRNs over the gathered s; the two give the same
+ * bits (as st_cuda_vsn_forward_table and st_cuda_vsn_forward do). rows must
+ * be a multiple of K. `saved` as st_cuda_vsn_forward's. */
+int st_cuda_vsn_forward_rows(int rows, int K, int F, int C, int Dv, const float *feat, int feat_stride,
+                             const int *feat_row, const float *ctx, int ctx_stride, const struct st_vsn_weights_f32 *w,
+                             const float *tab, float *v, int v_stride, float *alpha, int alpha_stride, float *saved,
+                             float *work, void *stream);
+
 int st_cuda_vsn_backward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
                          const struct st_vsn_weights_f32 *w, const float *saved, const float *dv, int dv_stride,
                          float *ds, int ds_stride, float *dc, int dc_stride, int dc_accumulate,

@@ -5,7 +5,12 @@
  *           dw += sum_r dy xhat; db += sum_r dy.
  * Rows: one warp each, lane l owning columns l, l+32, ...; its sums reduce by
  * an xor butterfly, whose result is the same bits in every lane and every
- * run. Row statistics in double, as the CPU op, so both round alike. */
+ * run. Row statistics in double, as the CPU op, so both round alike.
+ * A residual block's copy rides along (the _copy and _res entry points):
+ * the forward writes x through to x_copy as it reads it, the backward
+ * adds the residual's gradient res to dx as it writes it, so that no
+ * separate copy kernel reads and writes the rows again (mamba2.cu's
+ * residual: bench/notes-small-kernels.md). */
 #include "cuda/check.h"
 
 extern "C" {
@@ -25,15 +30,25 @@ static __device__ double warp_sum(double v) {
 }
 
 static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
-                                         float eps, float *y, int y_stride, float *mean, float *rstd) {
+                                         float eps, float *y, int y_stride, float *mean, float *rstd, float *xc,
+                                         int xc_stride) {
     long r = (long)blockIdx.x * ST_LN_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return; /* a whole warp leaves together: the shuffles stay full */
     const float *xr = x + (size_t)r * x_stride;
     float *yr = y + (size_t)r * y_stride;
     double s = 0;
-    for (int i = lane; i < n; i += 32)
-        s += xr[i];
+    if (xc) {
+        float *xcr = xc + (size_t)r * xc_stride;
+        for (int i = lane; i < n; i += 32) {
+            const float xi = xr[i];
+            xcr[i] = xi;
+            s += xi;
+        }
+    } else {
+        for (int i = lane; i < n; i += 32)
+            s += xr[i];
+    }
     double mu = warp_sum(s) / n;
     double v = 0;
     for (int i = lane; i < n; i += 32)
@@ -47,24 +62,32 @@ static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_
     }
 }
 
-extern "C" int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
-                                         float eps, float *y, int y_stride, float *mean, float *rstd, void *stream) {
+extern "C" int st_cuda_layernorm_forward_copy(int rows, int n, const float *x, int x_stride, const float *w,
+                                              const float *b, float eps, float *y, int y_stride, float *mean,
+                                              float *rstd, float *x_copy, int x_copy_stride, void *stream) {
     if (rows <= 0 || n <= 0) return ST_OK;
+    if (x_copy == x && x_copy_stride == x_stride) x_copy = NULL; /* in place: nothing to copy */
     ln_forward_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, (cudaStream_t)stream>>>(
-        rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd);
+        rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd, x_copy, x_copy_stride);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
 
+extern "C" int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
+                                         float eps, float *y, int y_stride, float *mean, float *rstd, void *stream) {
+    return st_cuda_layernorm_forward_copy(rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd, NULL, 0, stream);
+}
+
 static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, int x_stride, const float *w,
                                              const float *mean, const float *rstd, const float *dy, int dy_stride,
-                                             float *dx, int dx_stride, int dx_accumulate) {
+                                             const float *res, int res_stride, float *dx, int dx_stride) {
     long r = (long)blockIdx.x * ST_LN_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return;
     const float *xr = x + (size_t)r * x_stride;
     const float *gr = dy + (size_t)r * dy_stride;
     float *dxr = dx + (size_t)r * dx_stride;
+    const float *resr = res ? res + (size_t)r * res_stride : NULL; /* may be dxr itself */
     double mu = mean[r], rs = rstd[r];
     double sg = 0, sgx = 0;
     for (int i = lane; i < n; i += 32) {
@@ -79,7 +102,7 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
         double xh = ((double)xr[i] - mu) * rs;
         double g = (double)gr[i] * w[i];
         float v = (float)(rs * (g - sg - xh * sgx));
-        dxr[i] = dx_accumulate ? dxr[i] + v : v;
+        dxr[i] = resr ? resr[i] + v : v;
     }
 }
 
@@ -119,26 +142,41 @@ static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int
     if (db) db[i] += (float)tb;
 }
 
-extern "C" int st_cuda_layernorm_backward(int rows, int n, const float *x, int x_stride, const float *w,
-                                          const float *mean, const float *rstd, const float *dy, int dy_stride,
-                                          float *dx, int dx_stride, int dx_accumulate, float *dw, float *db,
-                                          void *stream) {
-    cudaStream_t s = (cudaStream_t)stream;
+/* dx = res + LN'(dy) (res NULL: dx = LN'(dy)), then dw, db. */
+static int ln_backward(int rows, int n, const float *x, int x_stride, const float *w, const float *mean,
+                       const float *rstd, const float *dy, int dy_stride, const float *res, int res_stride, float *dx,
+                       int dx_stride, float *dw, float *db, cudaStream_t s) {
     if (rows <= 0 || n <= 0) return ST_OK;
     if (dx) {
         ln_backward_dx_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, s>>>(
-            rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, dx, dx_stride, dx_accumulate);
+            rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, res, res_stride, dx, dx_stride);
         ST_CUDA_LAUNCHED();
     }
     if (dw || db) {
         st_rowsplit plan;
-        ST_TRY(st_cuda_rowsplit_plan(rows, 2 * n, stream, &plan));
+        ST_TRY(st_cuda_rowsplit_plan(rows, 2 * n, s, &plan));
         dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(n, ST_COL_TILE), (unsigned)plan.splits);
         ln_param_grad_kernel<<<grid, block, 0, s>>>(rows, n, x, x_stride, mean, rstd, dy, dy_stride, plan.splits,
                                                     plan.parts, dw, db);
         ST_CUDA_LAUNCHED();
-        if (plan.parts && dw) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, 2 * n, plan.splits, dw, stream));
-        if (plan.parts && db) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts + n, 2 * n, plan.splits, db, stream));
+        if (plan.parts && dw) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, 2 * n, plan.splits, dw, s));
+        if (plan.parts && db) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts + n, 2 * n, plan.splits, db, s));
     }
     return ST_OK;
+}
+
+extern "C" int st_cuda_layernorm_backward(int rows, int n, const float *x, int x_stride, const float *w,
+                                          const float *mean, const float *rstd, const float *dy, int dy_stride,
+                                          float *dx, int dx_stride, int dx_accumulate, float *dw, float *db,
+                                          void *stream) {
+    return ln_backward(rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, dx_accumulate ? dx : NULL, dx_stride, dx,
+                       dx_stride, dw, db, (cudaStream_t)stream);
+}
+
+extern "C" int st_cuda_layernorm_backward_res(int rows, int n, const float *x, int x_stride, const float *w,
+                                              const float *mean, const float *rstd, const float *dy, int dy_stride,
+                                              const float *res, int res_stride, float *dx, int dx_stride, float *dw,
+                                              float *db, void *stream) {
+    return ln_backward(rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, res, res_stride, dx, dx_stride, dw, db,
+                       (cudaStream_t)stream);
 }

@@ -10,6 +10,8 @@
  * fp32 through cublasSgemm (no TF32), or bf16 operands with fp32
  * accumulation through cublasGemmEx; bias and column sums are fp32/double
  * kernels of ours in either mode. */
+#include <limits.h>
+
 #include "cuda/check.h"
 
 extern "C" {
@@ -182,20 +184,38 @@ extern "C" int st_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int 
     return ST_OK;
 }
 
-/* y[r, :] = b (the product is then added with beta = 1, as the CPU op does). */
+/* y[r, :] = b (the product is then added with beta = 1, as the CPU op does).
+ * A block fills a tile of BIAS_TILE_ROWS rows, its threads walking the
+ * tile's (row, column) pairs in order with a step of BIAS_THREADS: one
+ * division a thread, none an element. (A thread an element with a 64-bit
+ * `idx / out` and `idx % out` each made this kernel integer-bound: 24 us a
+ * call for ~10 us of stores at 262,144 rows, H200; bench/notes-small-kernels.md.) */
+enum { BIAS_THREADS = 256, BIAS_TILE_ROWS = 64 };
+/* The widest row the walk indexes in int: a tile's n = 64 out and the last step's j + 256 stay below 2^31. */
+#define BIAS_MAX_OUT ((INT_MAX - BIAS_THREADS) / BIAS_TILE_ROWS)
+
 static __global__ void bias_rows_kernel(int rows, int out, const float *b, float *y, int y_stride) {
-    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (long)rows * out) return;
-    int o = (int)(idx % out);
-    y[(size_t)(idx / out) * y_stride + o] = b[o];
+    const long r0 = (long)blockIdx.x * BIAS_TILE_ROWS;
+    const int tile_rows = rows - r0 < BIAS_TILE_ROWS ? (int)(rows - r0) : BIAS_TILE_ROWS;
+    const int n = tile_rows * out; /* n + BIAS_THREADS < 2^31: the launcher checks out */
+    const int step_r = BIAS_THREADS / out, step_c = BIAS_THREADS % out;
+    int r = (int)threadIdx.x / out, c = (int)threadIdx.x % out;
+    for (int j = threadIdx.x; j < n; j += BIAS_THREADS) {
+        y[(size_t)(r0 + r) * y_stride + c] = b[c];
+        r += step_r, c += step_c; /* step_c < out, so one carry at most */
+        if (c >= out) c -= out, r++;
+    }
 }
 
 extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x, int x_stride, const float *W,
                                       const float *b, float *y, int y_stride, void *stream) {
     if (rows <= 0 || out <= 0) return ST_OK;
     if (b) {
-        bias_rows_kernel<<<blocks_for((long)rows * out, 256), 256, 0, (cudaStream_t)stream>>>(rows, out, b, y,
-                                                                                              y_stride);
+        ST_REQUIRE(out <= BIAS_MAX_OUT, ST_ERR_INPUT,
+                   "linear forward with a bias: %d outputs, more than the %d its broadcast indexes in 32 bits", out,
+                   BIAS_MAX_OUT);
+        bias_rows_kernel<<<blocks_for(rows, BIAS_TILE_ROWS), BIAS_THREADS, 0, (cudaStream_t)stream>>>(rows, out, b, y,
+                                                                                                     y_stride);
         ST_CUDA_LAUNCHED();
     }
     return st_cuda_gemm(0, 1, rows, out, in, 1.0f, x, x_stride, W, in, b ? 1.0f : 0.0f, y, y_stride, stream);

@@ -5,7 +5,8 @@
  * Forward:  a = LN(u); zx = a in_proj^T; xBC = SiLU(conv(zx[xBC]));
  *           dt = softplus(zx[dt_raw] + dt_bias); A = -exp(A_log);
  *           y = SSD(x, dt, A, B, C, Dskip); gated = RMSNorm(y SiLU(z)) norm_w;
- *           u_out = u + gated out_proj^T  (copy, then a gemm with beta = 1)
+ *           u_out = u + gated out_proj^T  (u copied to u_out by the LayerNorm's
+ *           pass over u, then a gemm with beta = 1)
  * Backward, in reverse:
  *     d_gated = du_out out_proj_w;            d out_proj_w += du_out^T gated
  *     d_ssd_y, dz <- gated RMSNorm backward;  d norm_w
@@ -14,12 +15,13 @@
  *     ddt_raw = ddt sigma(dt_raw + dt_bias);  d dt_bias = sum_r ddt_raw (rows in order, double)
  *     d A_log += dA * A                       (A = -exp(A_log))
  *     d_a = d[z, xBC, dt_raw] in_proj_w;      d in_proj_w
- *     du = du_out + LayerNorm backward(d_a);  d ln_w, d ln_b
+ *     du = du_out + LayerNorm backward(d_a);  d ln_w, d ln_b (du_out added by
+ *           the LayerNorm backward as it writes du)
  * The gradients of z, xBC and dt_raw land in the column slices of one
  * [R, in_proj_out] buffer, which in_proj's backward reads as is.
  *
  * Only the small element-wise steps are kernels of this file (dt forward and
- * backward, A, dA_log, the residual copy), one thread per element, with the
+ * backward, A, dA_log), one thread per element, with the
  * rounding of the CPU's float build (model/act.h's branches). `saved` uses
  * the CPU block's layout (st_mamba2_saved_layout); `work` holds A [H], dA
  * [H], SSD work, d_gated [R, d_inner] (reused for d_a [R, D]: D <= d_inner),
@@ -152,25 +154,6 @@ static __global__ void m2_dA_log_kernel(int H, const float *dA, const float *A, 
     if (h < H) g_A_log[h] += dA[h] * A[h];
 }
 
-/* dst[r, 0:n] = src[r, 0:n] between strided buffers (never in place: the
- * caller skips the copy when they coincide). */
-static __global__ void m2_copy_rows_kernel(int rows, int n, const float *src, int src_stride, float *dst,
-                                           int dst_stride) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)rows * n) return;
-    int r = (int)(i / n), c = (int)(i % n);
-    dst[(size_t)r * dst_stride + c] = src[(size_t)r * src_stride + c];
-}
-
-static int m2_copy_rows(int rows, int n, const float *src, int src_stride, float *dst, int dst_stride,
-                        cudaStream_t st) {
-    if (src == dst && src_stride == dst_stride) return ST_OK;
-    if ((long)rows * n <= 0) return ST_OK;
-    m2_copy_rows_kernel<<<m2_blocks((long)rows * n), M2_THREADS, 0, st>>>(rows, n, src, src_stride, dst, dst_stride);
-    ST_CUDA_LAUNCHED();
-    return ST_OK;
-}
-
 static int m2_A(int H, const float *A_log, float *A, cudaStream_t st) {
     m2_A_kernel<<<m2_blocks(H), M2_THREADS, 0, st>>>(H, A_log, A);
     ST_CUDA_LAUNCHED();
@@ -189,7 +172,10 @@ extern "C" int st_cuda_mamba2_forward(const st_dims *d, int Bsz, const st_cuda_m
     m2_work wk = m2_work_layout(&s, work);
     const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R;
 
-    ST_TRY(st_cuda_layernorm_forward(R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd, st));
+    /* the residual's u_out = u rides on the norm's pass over u (nothing when in place); u_out is
+     * the caller's, outside saved and work, so nothing below touches it before the last product */
+    ST_TRY(st_cuda_layernorm_forward_copy(R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd,
+                                          u_out, u_out_stride, st));
     ST_TRY(st_cuda_linear_forward(R, s.D, io, sv.a, s.D, w->in_proj_w, NULL, sv.zx, io, st));
     ST_TRY(st_cuda_conv1d_forward(Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
     m2_dt_forward_kernel<<<m2_blocks((long)R * s.H), M2_THREADS, 0, st>>>(R, s.H, sv.zx, io, di + cd, w->dt_bias,
@@ -199,8 +185,7 @@ extern "C" int st_cuda_mamba2_forward(const st_dims *d, int Bsz, const st_cuda_m
     ST_TRY(st_cuda_ssd_forward_chunked(Bsz, s.K, s.H, s.P, s.G, s.N, s.Q, sv.xBC, cd, sv.dt, s.H, wk.A, sv.xBC + di,
                                        cd, sv.xBC + di + s.GN, cd, w->Dskip, sv.y, di, wk.ssd, st));
     ST_TRY(st_cuda_rmsnorm_gated_forward(R, di, sv.y, di, sv.zx, io, w->norm_w, M2_EPS, sv.gated, di, sv.rms, st));
-    /* Residual: u_out = u (nothing when in place), then u_out += gated out_proj_w^T. */
-    ST_TRY(m2_copy_rows(R, s.D, u, u_stride, u_out, u_out_stride, st));
+    /* Residual: u_out (= u since the norm) += gated out_proj_w^T. */
     ST_TRY(st_cuda_gemm(0, 1, R, s.D, di, 1.0f, sv.gated, di, w->out_proj_w, di, 1.0f, u_out, u_out_stride, st));
     return ST_OK;
 }
@@ -238,8 +223,8 @@ extern "C" int st_cuda_mamba2_backward(const st_dims *d, int Bsz, const st_cuda_
     float *d_a = wk.d_gated; /* dead since the gated RMSNorm backward; sized for max(D, d_inner) */
     ST_TRY(st_cuda_linear_backward(R, s.D, io, sv.a, s.D, w->in_proj_w, wk.d_zx, io, d_a, s.D, 0, g->in_proj_w, NULL,
                                    st));
-    ST_TRY(m2_copy_rows(R, s.D, du_out, du_out_stride, du, du_stride, st)); /* the residual path */
-    ST_TRY(st_cuda_layernorm_backward(R, s.D, u, u_stride, w->ln_w, sv.mean, sv.rstd, d_a, s.D, du, du_stride, 1,
-                                      g->ln_w, g->ln_b, st));
+    /* du = du_out (the residual path) + the norm's dx, in one pass */
+    ST_TRY(st_cuda_layernorm_backward_res(R, s.D, u, u_stride, w->ln_w, sv.mean, sv.rstd, d_a, s.D, du_out,
+                                          du_out_stride, du, du_stride, g->ln_w, g->ln_b, st));
     return ST_OK;
 }

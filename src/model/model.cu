@@ -8,7 +8,10 @@
  *             last row of each window, in that order (the CPU's rounding).
  * Only the [v; c] concatenation and the context-gradient sum are kernels of
  * this file (one thread per element, pure copies and two float adds).
- * The window is read through its own row stride everywhere (never F or F+C). */
+ * The window is read through its own row stride everywhere (never F or F+C).
+ * The action step's forward reads no window but its description
+ * (st_cuda_model_forward_rows): feature rows by index and one context row
+ * a window, the selection GRN's ctx product formed once a window. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,14 +235,17 @@ extern "C" int st_cuda_model_init(st_cuda_model *m, const st_dims *d, const st_p
 
 /* ---- the two kernels of the composition ------------------------------------------- */
 
-/* vc[r, 0:Dv] = v[r, 0:Dv];  vc[r, Dv:Dv+C] = X[r, F:F+C] (the window's own stride). */
+/* vc[r, 0:Dv] = v[r, 0:Dv];  vc[r, Dv:Dv+C] = c[r / c_per, 0:C]: c_per 1,
+ * the window's own context columns (X + F, its stride); c_per K, one
+ * context row a window (a window description's ctx). */
 static __global__ void md_concat_kernel(int rows, int Dv, int C, const float *v, int v_stride, const float *c,
-                                        int c_stride, float *vc, int vc_stride) {
+                                        int c_stride, int c_per, float *vc, int vc_stride) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     int w = Dv + C;
     if (i >= (long)rows * w) return;
     int r = (int)(i / w), j = (int)(i % w);
-    vc[(size_t)r * vc_stride + j] = j < Dv ? v[(size_t)r * v_stride + j] : c[(size_t)r * c_stride + j - Dv];
+    vc[(size_t)r * vc_stride + j] =
+        j < Dv ? v[(size_t)r * v_stride + j] : c[(size_t)(r / c_per) * c_stride + j - Dv];
 }
 
 /* dc[r, j] += dvc[r, Dv + j], then, on the last row of each window,
@@ -257,8 +263,22 @@ static __global__ void md_context_grad_kernel(int rows, int K, int Dv, int C, co
 
 /* ---- forward and backward ------------------------------------------------------------ */
 
-/* The forward, the VSN's v through the bar table tab when it is given. */
-static int model_forward(st_cuda_model *m, int n, const float *X, int x_stride, const float *tab, const int *tab_row,
+/* What a forward reads: a window X (row stride x_stride), or its
+ * description (x NULL): window b's row k is feature row
+ * feat_row[b K + k] of feat and its context ctx[b]. */
+struct md_input {
+    const float *x;
+    int x_stride;
+    const float *feat;
+    int feat_stride;
+    const int *feat_row;
+    const float *ctx;
+    int ctx_stride;
+};
+
+/* The forward, the VSN's v through the bar table tab when it is given
+ * (tab_row: each window row's table row; a description's feat_row). */
+static int model_forward(st_cuda_model *m, int n, const md_input &in, const float *tab, const int *tab_row,
                          float *logits, int logits_stride, float *value) {
     const st_dims *d = &m->d;
     const st_cuda_model_views *vw = m->views;
@@ -266,13 +286,18 @@ static int model_forward(st_cuda_model *m, int n, const float *X, int x_stride, 
     int K = d->K, F = d->F, C = d->C, Dv = d->Dv, D = d->D, rows = n * K, vcw = Dv + C;
     ST_REQUIRE(n > 0 && n <= m->max_windows, ST_ERR_INPUT, "GPU model forward: %d windows, room for 1..%d", n,
                m->max_windows);
-    ST_REQUIRE(x_stride >= F + C, ST_ERR_INPUT, "GPU model forward: window row stride %d < F+C = %d", x_stride,
+    const float *X = in.x;
+    int x_stride = in.x_stride;
+    ST_REQUIRE(!X || x_stride >= F + C, ST_ERR_INPUT, "GPU model forward: window row stride %d < F+C = %d", x_stride,
                F + C);
     m->n = n;
-    m->x = X;
+    m->x = X; /* NULL after a forward from a description: no backward (st_cuda_model_backward says so) */
     m->x_stride = x_stride;
     int ph = m->scan_phase;
-    if (tab)
+    if (!X)
+        ST_TRY(st_cuda_vsn_forward_rows(rows, K, F, C, Dv, in.feat, in.feat_stride, in.feat_row, in.ctx, in.ctx_stride,
+                                        &vw->vsn_w, tab, m->vsn_v, Dv, m->vsn_alpha, F, m->vsn_saved, m->work, st));
+    else if (tab)
         ST_TRY(st_cuda_vsn_forward_table(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, tab, tab_row,
                                          m->vsn_v, Dv, m->vsn_alpha, F, m->vsn_saved, m->work, st));
     else
@@ -280,8 +305,11 @@ static int model_forward(st_cuda_model *m, int n, const float *X, int x_stride, 
                                    m->vsn_alpha, F, m->vsn_saved, m->work, st));
     MD_SCAN(ph, ST_TK_VSN_OUT, 0, m->vsn_v, rows, Dv, Dv);
     MD_SCAN(ph, ST_TK_VSN_ALPHA, 0, m->vsn_alpha, rows, F, F);
-    md_concat_kernel<<<md_blocks((long)rows * vcw), MD_THREADS, 0, st>>>(rows, Dv, C, m->vsn_v, Dv, X + F, x_stride,
-                                                                         m->vc, vcw);
+    /* the context of every row (a window's columns), or of every window (its last row's, for the heads) */
+    const float *c_rows = X ? X + F : in.ctx, *c_last = X ? X + (size_t)(K - 1) * x_stride + F : in.ctx;
+    int c_rows_stride = X ? x_stride : in.ctx_stride, c_per = X ? 1 : K, c_last_stride = X ? K * x_stride : in.ctx_stride;
+    md_concat_kernel<<<md_blocks((long)rows * vcw), MD_THREADS, 0, st>>>(rows, Dv, C, m->vsn_v, Dv, c_rows,
+                                                                         c_rows_stride, c_per, m->vc, vcw);
     ST_CUDA_LAUNCHED();
     MD_SCAN(ph, ST_TK_W_IN_IN, 0, m->vc, rows, vcw, vcw);
     ST_TRY(st_cuda_linear_forward(rows, vcw, D, m->vc, vcw, vw->w_in_w, vw->w_in_b, m->u[0], D, st));
@@ -290,9 +318,8 @@ static int model_forward(st_cuda_model *m, int n, const float *X, int x_stride, 
         ST_TRY(st_cuda_mamba2_forward(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l], m->work, st));
         MD_SCAN(ph, ST_TK_MIX_OUT, l, m->u[l + 1], rows, D, D);
     }
-    ST_TRY(st_cuda_heads_forward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D,
-                                 X + (size_t)(K - 1) * x_stride + F, K * x_stride, &vw->heads_w, logits, logits_stride,
-                                 value, m->heads_saved, st));
+    ST_TRY(st_cuda_heads_forward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D, c_last, c_last_stride,
+                                 &vw->heads_w, logits, logits_stride, value, m->heads_saved, st));
     MD_SCAN(ph, ST_TK_LOGITS, 0, logits, n, d->A, logits_stride);
     MD_SCAN(ph, ST_TK_VALUE, 0, value, 1, n, n);
     return ST_OK;
@@ -300,7 +327,22 @@ static int model_forward(st_cuda_model *m, int n, const float *X, int x_stride, 
 
 extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, int x_stride, float *logits,
                                      int logits_stride, float *value) {
-    return model_forward(m, n, X, x_stride, NULL, NULL, logits, logits_stride, value);
+    ST_REQUIRE(X, ST_ERR_INPUT, "GPU model forward: no window");
+    md_input in = {X, x_stride, NULL, 0, NULL, NULL, 0};
+    return model_forward(m, n, in, NULL, NULL, logits, logits_stride, value);
+}
+
+extern "C" int st_cuda_model_forward_rows(st_cuda_model *m, int n, const float *feat, int feat_stride,
+                                          const int *feat_row, const float *ctx, int ctx_stride, const float *tab,
+                                          float *logits, int logits_stride, float *value) {
+    const st_dims *d = &m->d;
+    ST_REQUIRE(feat && feat_row && feat_stride >= d->F, ST_ERR_INPUT,
+               "GPU model forward from window rows: no feature rows, or their row stride %d < F = %d", feat_stride,
+               d->F);
+    ST_REQUIRE(d->C == 0 || (ctx && ctx_stride >= d->C), ST_ERR_INPUT,
+               "GPU model forward from window rows: no context, or its row stride %d < C = %d", ctx_stride, d->C);
+    md_input in = {NULL, 0, feat, feat_stride, feat_row, ctx, ctx_stride};
+    return model_forward(m, n, in, tab, feat_row, logits, logits_stride, value);
 }
 
 extern "C" int st_cuda_model_table_fits(const st_cuda_model *m) { return st_cuda_vsn_table_fits(m->d.F, m->d.Dv); }
@@ -313,8 +355,10 @@ extern "C" int st_cuda_model_table_build(st_cuda_model *m, long bars, const floa
 
 extern "C" int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_stride, const float *tab,
                                            const int *tab_row, float *logits, int logits_stride, float *value) {
+    ST_REQUIRE(X, ST_ERR_INPUT, "GPU model forward through a bar table: no window");
     ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "GPU model forward through a bar table: no table");
-    return model_forward(m, n, X, x_stride, tab, tab_row, logits, logits_stride, value);
+    md_input in = {X, x_stride, NULL, 0, NULL, NULL, 0};
+    return model_forward(m, n, in, tab, tab_row, logits, logits_stride, value);
 }
 
 extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, int dlogits_stride, const float *dvalue,
@@ -324,6 +368,9 @@ extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, in
     cudaStream_t st = (cudaStream_t)m->stream;
     int n = m->n, K = d->K, F = d->F, C = d->C, Dv = d->Dv, D = d->D, rows = n * K, vcw = Dv + C;
     ST_REQUIRE(n > 0, ST_ERR_INPUT, "GPU model backward without a forward");
+    ST_REQUIRE(m->x, ST_ERR_INPUT,
+               "GPU model backward after a forward from window rows (st_cuda_model_forward_rows, the action step's): "
+               "it keeps no window to differentiate; run st_cuda_model_forward on the window instead");
     ST_REQUIRE(!dX || dx_stride >= F + C, ST_ERR_INPUT, "GPU model backward: dX row stride %d < F+C = %d", dx_stride,
                F + C);
     /* Heads: only the last row of each window receives a gradient. */

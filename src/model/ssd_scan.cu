@@ -324,7 +324,7 @@ extern "C" int st_cuda_ssd_scan_forward(int Bsz, int K, int H, int P, int G, int
     a.y = y, a.y_stride = y_stride;
     cudaStream_t st = (cudaStream_t)stream;
     if (tc)
-        ST_TRY(scan_tc_launch(a, Bsz, scan_tc_smem_bytes(Q, P, N), st));
+        ST_TRY(scan_tc_launch(a, Bsz, smem_optin, st));
     else if (pn <= (size_t)SCAN_THREADS * 8)
         ST_TRY(scan_launch<8>(a, Bsz, bytes, st));
     else

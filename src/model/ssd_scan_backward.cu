@@ -40,9 +40,11 @@
  * (cuda/ssd_chunk_tc.cuh: its rule, layout and phases) where Q, P, N are
  * multiples of 16 and K of Q, and its shared memory (ssd_tc_smem_bytes, 75
  * KB at the default shape) fits; it also stages the rows by cp.async,
- * forms the decays from one prefix a chunk (Lm in float), runs step 3 over
- * all warps and sums the partials as a warp's tree (ssd_chunk_tc.cuh), the
- * other elementwise work in double being the SIMT steps' own code. fp32
+ * forms the decays from one prefix a chunk (Lm in float; the forward
+ * walk's w and decay too), runs steps 3 and 6's sums over all warps and
+ * steps 4's row dots and 5's row prefixes a warp a row, and sums the
+ * partials as a warp's tree (ssd_chunk_tc.cuh), the other elementwise work
+ * in double being the SIMT steps' own code. fp32
  * mode and other shapes run the SIMT variant, whose code is unchanged. */
 #include <limits.h>
 #include <string.h>
@@ -145,15 +147,23 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             if (TC) tc_stage_wait();
             __syncthreads();
             float *w = m.xds; /* [L] floats, as chunk_summary's w */
-            for (int i = threadIdx.x; i < k.L; i += blockDim.x)
-                w[i] = (float)(exp(segment(m.ai, k.L - 1, i)) * m.dtv[i]);
+            if (TC) { /* warp 0: w from the chunk's prefix (tc_decays: last[i] = exp(cum[L-1] - cum[i])), e for the decay */
+                tc_decays(k, m);
+                if (threadIdx.x < 32)
+                    for (int i = threadIdx.x; i < k.L; i += 32) /* last[i] was written by this lane */
+                        w[i] = (float)(m.last[i] * m.dtv[i]);
+            } else {
+                for (int i = threadIdx.x; i < k.L; i += blockDim.x)
+                    w[i] = (float)(exp(segment(m.ai, k.L - 1, i)) * m.dtv[i]);
+            }
             __syncthreads();
             if (TC)
                 tc_own(a, k, w, r, dSo);
             else
                 scan_bwd_own(a, k, w, dSo);
             __syncthreads();
-            const double decay = (double)(float)exp(prefix(m.ai, k.L - 1)); /* chunk_summary's decay[] */
+            const double decay = TC ? (double)(float)m.e[k.L - 1] /* exp(cum[L-1]), ~1e-16 from the SIMT's */
+                                    : (double)(float)exp(prefix(m.ai, k.L - 1)); /* chunk_summary's decay[] */
             float *to = c + 2 < a.nc ? states + (first + (size_t)c + 1) * (size_t)pn : NULL;
 #pragma unroll
             for (int j = 0; j < SPT; j++) {
@@ -195,7 +205,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
         if (TC) { /* U forms in step 7's phases (ssd_chunk_tc.cuh), into the S_in slot */
             tc_steps(a, k, m, r);
             __syncthreads();
-            bwd_decay_grads(a, k, m);
+            tc_decay_grads(a, k, m);
             __syncthreads();
             tc_partials(k, m, partA, partD, first + (size_t)c);
             tc_outputs(a, k, m, r, dBp + bh * kn, dCp + bh * kn, Sin);

@@ -42,13 +42,21 @@
  * 32 banks, the +8 stride does so for X and XW, read along their rows as
  * k): Bs, Cs [Qp][ldn], S [Pp][ldn], Xs, XW [Qp][lx], M [Qp][lm],
  * Ys [Qp][ly], w, e, dtf [Qp]; doubles cum [Qp]. 46,208 bytes at Q = P =
- * 32, N = 64 (4 blocks an SM; 170.3 KiB at the large preset's 64, 64, 128). */
+ * 32, N = 64 (4 blocks an SM; 170.3 KiB at the large preset's 64, 64, 128).
+ * Windows of exactly two full chunks (K = 2Q, Q a multiple of 16: the
+ * default preset) run scan_tc_pair_kernel below instead (both chunks'
+ * intra-chunk work at once, chunk 1's state term last: 3 barriers and one
+ * staging wait a block; st_cuda_ssd_set_scan_tc_pair(0) keeps the walk). */
 #include <stdint.h>
 
 #include <cuda_pipeline.h>
 #include <mma.h>
 
 #include "cuda/check.h"
+
+extern "C" {
+#include "cuda/ssd_cuda.h"
+}
 #include "cuda/ssd_scan_tc.cuh"
 
 using namespace nvcuda;
@@ -236,6 +244,28 @@ __device__ static inline void tile_out(const scan_args &a, const float *Ys, int 
     }
 }
 
+/* What a block of either kernel knows of itself: its window b, head h and
+ * group g, its warp and lane, the head's A and D, and which rows allow
+ * 16-byte copies (B, C, X) and float4 stores (y). */
+struct tc_block {
+    int h, b, g, warp, lane, vec_b, vec_c, vec_x, vec_y;
+    double A;
+    float D;
+};
+
+__device__ static inline tc_block tc_block_of(const scan_args &a) {
+    tc_block k;
+    k.h = blockIdx.x % a.H, k.b = blockIdx.x / a.H, k.g = k.h / (a.H / a.G);
+    k.warp = threadIdx.x / 32, k.lane = threadIdx.x % 32;
+    k.A = (double)a.A[k.h];
+    k.D = a.Dskip ? a.Dskip[k.h] : 0.0f;
+    k.vec_b = (a.N & 3) == 0 && (a.B_stride & 3) == 0 && aligned16(a.Bm);
+    k.vec_c = (a.N & 3) == 0 && (a.C_stride & 3) == 0 && aligned16(a.Cm);
+    k.vec_x = (a.P & 3) == 0 && (a.x_stride & 3) == 0 && aligned16(a.x);
+    k.vec_y = (a.P & 3) == 0 && (a.y_stride & 3) == 0 && aligned16(a.y);
+    return k;
+}
+
 /* 4 blocks an SM (as the shared memory allows at the default shape): held
  * to 64 registers. */
 static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_args a) {
@@ -246,14 +276,11 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
     float *Bs = sm_tc + l.Bs, *Cs = sm_tc + l.Cs, *S = sm_tc + l.S, *Xs = sm_tc + l.Xs, *XW = sm_tc + l.XW;
     float *M = sm_tc + l.M, *Ys = sm_tc + l.Ys, *w = sm_tc + l.w, *e = sm_tc + l.e, *dtf = sm_tc + l.dtf;
     double *cum = (double *)(sm_tc + l.cum);
-    const int h = blockIdx.x % a.H, b = blockIdx.x / a.H, g = h / (a.H / a.G);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const double A = (double)a.A[h];
-    const float D = a.Dskip ? a.Dskip[h] : 0.0f;
-    const int vec_b = (N & 3) == 0 && (a.B_stride & 3) == 0 && aligned16(a.Bm);
-    const int vec_c = (N & 3) == 0 && (a.C_stride & 3) == 0 && aligned16(a.Cm);
-    const int vec_x = (P & 3) == 0 && (a.x_stride & 3) == 0 && aligned16(a.x);
-    const int vec_y = (P & 3) == 0 && (a.y_stride & 3) == 0 && aligned16(a.y);
+    const tc_block k = tc_block_of(a);
+    const int h = k.h, b = k.b, g = k.g, warp = k.warp, lane = k.lane;
+    const double A = k.A;
+    const float D = k.D;
+    const int vec_b = k.vec_b, vec_c = k.vec_c, vec_x = k.vec_x, vec_y = k.vec_y;
     /* the pad columns, never copied into: zero for every chunk (the first
      * barrier orders these stores before any read) */
     zero_block(Bs, ldn, 0, l.Qp, N, ldn);
@@ -342,10 +369,201 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
     }
 }
 
-int scan_tc_launch(const scan_args &a, int Bsz, size_t bytes, cudaStream_t st) {
+/* ---- Both chunks at once (nc = 2, K = 2Q, Q a multiple of 16) ----
+ * The state entering chunk 1 is chunk 0's own X0^T diag(w0) B0 (the state
+ * entering chunk 0 is 0), so a window of two full chunks needs no serial
+ * walk: one staging of all its rows, the intra-chunk work of both chunks
+ * side by side, and chunk 1's C S^T term last
+ * (bench/notes-scan-next.md: 3 barriers and 1 staging wait a block instead
+ * of 5 and 2):
+ *     0. B, C, X rows of both chunks by cp.async; warp 0 forms chunk 0's
+ *        cum, w, dt, warp 1 chunk 1's cum, e, dt (chunk_decays);
+ *     1. the G tiles of both chunks, each then its decays: M0, M1;
+ *     2. state tasks (a column tile nj of B0 scaled by w0 in place, then
+ *        S[pi, nj] = X0^T (w0 B0) for every pi); Y0 tiles (acc = D X0 +
+ *        M0 X0, copied out); Y1 tiles (acc = D X1 + M1 X1 into Ys1); then
+ *        every thread: C1's rows scaled by e1 in place;
+ *     3. Y1 tiles: Ys1 + (e1 C1) S^T, copied out.
+ * Chunk 0's y are the walk's sums in the walk's order (its prep's D x is
+ * the accumulator's start here; S_in = 0 adds nothing); chunk 1's differ
+ * by rounding only (e1 and w0 scale an operand before the TF32 rounding
+ * instead of the product or X after it).
+ * Layout (floats; ldn, lx, lm, ly as tc_layout, Qp = Q): B0, B1 [Q][ldn]
+ * consecutive (one staging of 2Q rows), B1 then S [Pp][ldn] (so max(Q, Pp)
+ * rows); C0 [Q][ldn], then Ys0, Ys1 [Q][ly] (so Q max(ldn, 2 ly)); C1
+ * [Q][ldn]; X0, X1 [Q][lx] consecutive; M0, M1 [Q][lm]; w, e, dtf [2Q];
+ * cum [2Q] doubles. Each reuse starts after the barrier that ends the last
+ * read of what it overwrites (B1 and C0: phase 1's G tiles). 56,064 bytes
+ * at Q = P = 32, N = 64 (4 blocks an SM, as the walk). */
+struct tc_pair_layout {
+    int Pp, Np, ldn, lx, lm, ly;
+    int B0, C0, C1, X0, M0, w, e, dtf, cum, total; /* floats; cum: 2Q doubles from there */
+};
+
+__host__ __device__ static inline tc_pair_layout tc_pair_layout_of(int Q, int P, int N) {
+    tc_pair_layout l;
+    l.Pp = round16(P), l.Np = round16(N);
+    l.ldn = l.Np + 4, l.lx = l.Pp + 8, l.lm = Q + 4, l.ly = l.Pp + 4;
+    l.B0 = 0;
+    l.C0 = l.B0 + Q * l.ldn + (Q > l.Pp ? Q : l.Pp) * l.ldn;
+    l.C1 = l.C0 + Q * (l.ldn > 2 * l.ly ? l.ldn : 2 * l.ly);
+    l.X0 = l.C1 + Q * l.ldn;
+    l.M0 = l.X0 + 2 * Q * l.lx;
+    l.w = l.M0 + 2 * Q * l.lm;
+    l.e = l.w + 2 * Q;
+    l.dtf = l.e + 2 * Q;
+    l.cum = l.dtf + 2 * Q; /* every size above is a multiple of 16 floats (Q is): 32-byte aligned */
+    l.total = l.cum + 4 * Q;
+    return l;
+}
+
+/* 1 when the pair kernel's rule takes the (clamped) shape. */
+static inline int tc_pair_shape(int K, int Q) { return Q > 0 && Q % 16 == 0 && K == 2 * Q; }
+
+static size_t scan_tc_pair_smem_bytes(int Q, int P, int N) {
+    return sizeof(float) * (size_t)tc_pair_layout_of(Q, P, N).total;
+}
+
+/* 4 blocks an SM (as the shared memory allows at the default shape): held
+ * to 64 registers. */
+static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_pair_kernel(scan_args a) {
+    extern __shared__ __align__(128) float sm_tp[];
+    const int P = a.P, N = a.N, Q = a.Q;
+    const tc_pair_layout l = tc_pair_layout_of(Q, P, N);
+    const int ldn = l.ldn, lx = l.lx, lm = l.lm, ly = l.ly, Lt = Q / 16, Pt = l.Pp / 16, Nt = l.Np / 16;
+    const int nk = (N + 7) / 8, lk = Q / 8;
+    float *B0 = sm_tp + l.B0, *B1 = B0 + Q * ldn, *S = B1, *C0 = sm_tp + l.C0, *C1 = sm_tp + l.C1;
+    float *Ys0 = C0, *Ys1 = C0 + Q * ly, *X0 = sm_tp + l.X0, *X1 = X0 + Q * lx, *M0 = sm_tp + l.M0, *M1 = M0 + Q * lm;
+    float *w = sm_tp + l.w, *e = sm_tp + l.e, *dtf = sm_tp + l.dtf;
+    double *cum = (double *)(sm_tp + l.cum);
+    const tc_block k = tc_block_of(a);
+    const int h = k.h, warp = k.warp, lane = k.lane;
+    const size_t row0 = (size_t)k.b * a.K; /* chunk 1 starts at row0 + Q */
+    /* 0. the pad columns zero (places no copy writes; the barrier orders
+     * them before any read), every row by cp.async, the decays by warps 0
+     * (chunk 0) and 1 (chunk 1) meanwhile */
+    zero_block(B0, ldn, 0, 2 * Q, N, ldn);
+    zero_block(C0, ldn, 0, Q, N, ldn);
+    zero_block(C1, ldn, 0, Q, N, ldn);
+    zero_block(X0, lx, 0, 2 * Q, P, lx);
+    stage_async(a.Bm + row0 * a.B_stride + (size_t)k.g * N, a.B_stride, 2 * Q, N, B0, ldn, k.vec_b);
+    stage_async(a.Cm + row0 * a.C_stride + (size_t)k.g * N, a.C_stride, Q, N, C0, ldn, k.vec_c);
+    stage_async(a.Cm + (row0 + Q) * a.C_stride + (size_t)k.g * N, a.C_stride, Q, N, C1, ldn, k.vec_c);
+    stage_async(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, 2 * Q, P, X0, lx, k.vec_x);
+    __pipeline_commit();
+    if (warp < 2)
+        chunk_decays(a, row0 + (size_t)warp * Q, h, Q, Q, k.A, cum + warp * Q, dtf + warp * Q, e + warp * Q,
+                     w + warp * Q, lane);
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    /* 1. the G tiles of both chunks into M0, M1, then their decays */
+    const int ng = Lt * (Lt + 1) / 2;
+    for (int task = warp; task < 2 * ng; task += TC_WARPS) {
+        const int c = task >= ng;
+        int ti, tj;
+        tri_index(task - c * ng, ti, tj);
+        const float *Cc = c ? C1 : C0, *Bc = c ? B1 : B0;
+        float *Mc = c ? M1 : M0;
+        tc_acc acc;
+        wmma::fill_fragment(acc, 0.0f);
+        mma_steps<wmma::row_major, wmma::col_major>(acc, Cc + 16 * ti * ldn, ldn, 8, Bc + 16 * tj * ldn, ldn, 8, nk);
+        wmma::store_matrix_sync(Mc + 16 * ti * lm + 16 * tj, acc, lm, wmma::mem_row_major);
+        __syncwarp();
+        decay_tile(Mc, lm, ti, tj, Q, cum + c * Q, dtf + c * Q, lane);
+    }
+    __syncthreads();
+    /* 2. the state tasks (nj < Nt), then the Y0 and Y1 tiles; in rounds of
+     * 8 tasks, every other round in reverse warp order, so that the warps
+     * with the cheaper tasks of one round take the next */
+    const int ny = Lt * Pt, n2 = Nt + 2 * ny;
+#pragma unroll 1
+    for (int round = 0; round * TC_WARPS < n2; round++) {
+        const int task = round * TC_WARPS + (round & 1 ? TC_WARPS - 1 - warp : warp);
+        if (task >= n2) continue;
+        tc_acc acc;
+        if (task < Nt) { /* B0's columns nj (rows < Q) by w0, then S[pi, nj] = X0^T (w0 B0) */
+            const int col = 16 * task + lane % 16;
+            for (int t = lane / 16; t < Q; t += 2)
+                B0[t * ldn + col] *= w[t];
+            __syncwarp();
+#pragma unroll 1
+            for (int pi = 0; pi < Pt; pi++) { /* X0^T (p x t) is X0 read column-major; B0 (t x n) row-major */
+                wmma::fill_fragment(acc, 0.0f);
+                mma_steps<wmma::col_major, wmma::row_major>(acc, X0 + 16 * pi, lx, 8 * lx, B0 + 16 * task, ldn,
+                                                            8 * ldn, lk);
+                wmma::store_matrix_sync(S + 16 * pi * ldn + 16 * task, acc, ldn, wmma::mem_row_major);
+            }
+        } else {
+            const int c = task >= Nt + ny, i = task - Nt - c * ny, ti = i / Pt, pj = i % Pt;
+            const float *Xc = c ? X1 : X0, *Mc = c ? M1 : M0;
+            float *yt = (c ? Ys1 : Ys0) + 16 * ti * ly + 16 * pj;
+            wmma::load_matrix_sync(acc, Xc + 16 * ti * lx + 16 * pj, lx, wmma::mem_row_major);
+#pragma unroll
+            for (int j = 0; j < acc.num_elements; j++)
+                acc.x[j] *= k.D; /* D x, elementwise: the layout of the fragment does not matter */
+            mma_steps<wmma::row_major, wmma::row_major>(acc, Mc + 16 * ti * lm, lm, 8, Xc + 16 * pj, lx, 8 * lx,
+                                                        min(2 * (ti + 1), lk));
+            wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
+            if (!c) {
+                __syncwarp();
+                tile_out(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, lane);
+            }
+        }
+    }
+    /* C1's rows by e1 (C1's last reader before phase 3 was phase 1), float4s */
+    for (int idx = threadIdx.x, q4 = l.Np / 4; idx < Q * q4; idx += blockDim.x) {
+        const int t = idx / q4;
+        float4 *v = (float4 *)(C1 + t * ldn + 4 * (idx - t * q4));
+        const float et = e[Q + t];
+        v->x *= et, v->y *= et, v->z *= et, v->w *= et;
+    }
+    __syncthreads();
+    /* 3. chunk 1's Y tiles: Ys1 + (e1 C1) S^T over n, copied out */
+    for (int task = warp; task < ny; task += TC_WARPS) {
+        const int ti = task / Pt, pj = task % Pt;
+        float *yt = Ys1 + 16 * ti * ly + 16 * pj;
+        tc_acc acc;
+        wmma::load_matrix_sync(acc, yt, ly, wmma::mem_row_major);
+        mma_steps<wmma::row_major, wmma::col_major>(acc, C1 + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8, nk);
+        wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
+        __syncwarp();
+        tile_out(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, lane);
+    }
+}
+
+static int tc_pair_on = 1;
+extern "C" void st_cuda_ssd_set_scan_tc_pair(int on) { tc_pair_on = on != 0; }
+
+/* 1 when scan_tc_launch takes the pair kernel for this call. */
+static int tc_pair_takes(int K, int Q, int P, int N, size_t smem_optin) {
+    return tc_pair_on && tc_pair_shape(K, Q) && scan_tc_pair_smem_bytes(Q, P, N) <= smem_optin;
+}
+
+extern "C" int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    if (!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        return 0;
+    const int Qc = Q < 1 ? 1 : (Q < K ? Q : K); /* clamped as ssd.cu does */
+    return tc_pair_takes(K, Qc, P, N, (size_t)v);
+}
+
+int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st) {
+    const unsigned blocks = (unsigned)((size_t)Bsz * a.H);
+    if (tc_pair_takes(a.K, a.Q, a.P, a.N, smem_optin)) {
+        const size_t bytes = scan_tc_pair_smem_bytes(a.Q, a.P, a.N);
+        if (bytes > 49152)
+            ST_CUDA_TRY(
+                cudaFuncSetAttribute(scan_tc_pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        scan_tc_pair_kernel<<<blocks, SCAN_THREADS, bytes, st>>>(a);
+        ST_CUDA_LAUNCHED();
+        return ST_OK;
+    }
+    const size_t bytes = scan_tc_smem_bytes(a.Q, a.P, a.N);
     if (bytes > 49152)
         ST_CUDA_TRY(cudaFuncSetAttribute(scan_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    scan_tc_kernel<<<(unsigned)((size_t)Bsz * a.H), SCAN_THREADS, bytes, st>>>(a);
+    scan_tc_kernel<<<blocks, SCAN_THREADS, bytes, st>>>(a);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -34,8 +34,9 @@
  * kernels), else a warp per (row, variable) (the lanes walk the Dv values,
  * shuffles sum them), a warp per row for the unfused forward's gates,
  * norms and combine in one pass (gate_combine_kernel: it writes only v of
- * them), for the softmax backward and for the selection GRN's gate, norm
- * and softmax (sel_tail_kernel); the selection norm's input gradient is
+ * them) and for the softmax backward; the selection GRN's gate, norm and
+ * softmax take 8 lanes a row for F <= 64 (sel_tail_group_kernel), else a
+ * warp a row (sel_tail_kernel); the selection norm's input gradient is
  * the LayerNorm op's (cuda/layernorm_cuda.h, a warp per row).
  * Parameter gradients are reductions over all rows: the weight gradients
  * cuBLAS products (dW += dy^T x; for the stacked GRNs one launch of
@@ -57,7 +58,8 @@
  * the model shares with every other op: the backward recomputes them (the
  * forward's own calls on the same buffers, so the same bits) before it
  * needs them. `work` holds dx, h1, h2 [rows, P], glu [rows, 2P], x [rows,
- * P], then mean, rstd, dlog (the forward's logits), dxs [rows, F], dgls
+ * P], then mean, rstd, dlog (the backward's; the forward's logits for F >
+ * 64), dxs [rows, F], dgls
  * [rows, 2F], dh2s, dh1s [rows, Hs], s (a contiguous copy of the
  * caller's, so that no product depends on its stride) [rows, F]: 6P + 7F
  * + 2Hs a row (the backward
@@ -182,8 +184,24 @@ static __global__ void copy_rows_kernel(int rows, int n, const float *x, int x_s
     GRID_LOOP(idx, (size_t)rows * n) out[idx] = x[idx / (size_t)n * (size_t)x_stride + idx % (size_t)n];
 }
 
+/* out[r, 0:n] = x[row[r], 0:n] (out contiguous): the same copy through a
+ * row index (a window's rows named by their feature rows). */
+static __global__ void gather_rows_kernel(int rows, int n, const float *x, int x_stride, const int *row, float *out) {
+    GRID_LOOP(idx, (size_t)rows * n) out[idx] = x[(size_t)row[idx / (size_t)n] * (size_t)x_stride + idx % (size_t)n];
+}
+
 /* x = ELU(x) over n contiguous values. */
 static __global__ void elu_kernel(size_t n, float *x) { GRID_LOOP(i, n) x[i] = dev_elu(x[i]); }
+
+/* h[r, i] = ELU(h[r, i] + p[r / per, i]) over rows x n contiguous values:
+ * a product formed once per `per` rows (a window's context term) added to
+ * each of them, then the ELU. */
+static __global__ void add_rows_elu_kernel(int rows, int n, int per, const float *p, float *h) {
+    GRID_LOOP(i, (size_t)rows * n) {
+        size_t r = i / (size_t)n;
+        h[i] = dev_elu(h[i] + p[r / (size_t)per * (size_t)n + i % (size_t)n]);
+    }
+}
 
 /* out[r, i] = xhat[r, i] dy[r, i]: the LayerNorm weight gradient's per-row
  * terms (their column sums are the gradient). */
@@ -236,20 +254,117 @@ __device__ static inline float warp_max(float v) {
     return v;
 }
 
-/* The selection GRN's steps after its products, a warp a row (lane l over
- * the variables l, l + 32, ...; the row sums in double by warp_sum, the
- * same in every lane; a lane re-reads only what it wrote):
+/* The selection GRN's steps after its products, per row:
  *   the gate      x += g1 sigma(g2), gl rows [g1 (F); g2 (F)], g2 becoming
  *                 sigma(g2) and x kept for the norm's backward;
  *   the norm      logits = LN(x) (sel_norm_w, _b; its mean and rstd saved);
  *   the softmax   alpha = softmax(logits), max subtracted, the sum in
  *                 double, into the saved copy and (when given) the
  *                 caller's strided output.
- * The expressions of vsn.c's; the sums' order is the lanes' then the
- * butterfly's. (Three kernels before, the norm and the softmax a thread a
- * row reading F-strided rows: 0.93 ms of the 11.6 ms action step at 4,096
- * environments, H200.) A NaN in the logits reaches every alpha of its row
- * through the sum (fmaxf skips it in the max, exp does not). */
+ * The expressions of vsn.c's (double statistics, double exp and division);
+ * the sums' order is the lanes' then the butterfly's. A NaN in the logits
+ * reaches every alpha of its row through the sum (fmaxf skips it in the
+ * max, exp does not).
+ *
+ * For F <= SEL_TAIL_G * SEL_TAIL_NV (64) a group of SEL_TAIL_G = 8 lanes
+ * takes a row (4 rows a warp), lane q the values q, q + 8, ... held in
+ * registers, each exp computed once, the butterflies 3 levels for the 4
+ * rows at once (sel_tail_group_kernel; the logits stay in registers, no
+ * longer stored to work: nothing read them). Before, a warp a row (the kernel
+ * below, kept for larger F) walked F = 40 in 2 rounds with 8 of 32 lanes
+ * in the second, computed every exp twice and re-read x and the logits
+ * after storing them: ~226 FP64 warp instructions a row against ~70 now,
+ * 433 us a call at 262,144 rows (H200; bench/notes-small-kernels.md).
+ * The two kernels sum in other orders: the statistics may differ in the
+ * last bit between them. (Three kernels before change 20, the norm and
+ * the softmax a thread a row reading F-strided rows.) */
+enum { SEL_TAIL_G = 8, SEL_TAIL_NV = 8 };
+
+/* The largest (the sum) of v over the G lanes of an aligned group, every lane getting it. */
+template <int G> __device__ static inline float group_max(float v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <int G> __device__ static inline double group_sum(double v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __global__ void sel_tail_group_kernel(int rows, int F, const float *ln_w, const float *ln_b, float *gl,
+                                             float *x, float *mean, float *rstd, float *alpha_saved, float *alpha,
+                                             int alpha_stride) {
+    constexpr int G = SEL_TAIL_G, NV = SEL_TAIL_NV, PER_WARP = 32 / G;
+    const int lane = threadIdx.x % 32, q = lane % G;
+    const size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+    /* the loop is the warp's (every lane runs the shuffles); a group past the last row idles in it */
+    for (size_t r0 = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32 * PER_WARP; r0 < (size_t)rows;
+         r0 += warps * PER_WARP) {
+        const bool live = r0 + lane / G < (size_t)rows;
+        const size_t r = live ? r0 + lane / G : r0;
+        float *g = gl + r * 2 * (size_t)F, *xr = x + r * (size_t)F;
+        float xv[NV];
+        double s = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            xv[k] = 0.0f;
+            if (live && i < F) {
+                const float sg = dev_sigmoid(g[F + i]);
+                g[F + i] = sg;
+                const float xi = xr[i] + g[i] * sg;
+                xr[i] = xi;
+                xv[k] = xi;
+                s += xi;
+            }
+        }
+        const double mu = group_sum<G>(s) / F;
+        double v = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (live && q + k * G < F) v += ((double)xv[k] - mu) * ((double)xv[k] - mu);
+        const double rs = 1.0 / sqrt(group_sum<G>(v) / F + VSN_EPS);
+        float m = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            if (live && i < F) {
+                const float y = (float)(((double)xv[k] - mu) * rs) * ln_w[i] + ln_b[i];
+                xv[k] = y; /* x is dead: the slot holds the logit */
+                m = fmaxf(m, y);
+            }
+        }
+        m = group_max<G>(m);
+        double ev[NV], e = 0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            ev[k] = 0;
+            if (live && q + k * G < F) {
+                ev[k] = exp((double)xv[k] - m);
+                e += ev[k];
+            }
+        }
+        const double sum = group_sum<G>(e);
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            if (live && i < F) {
+                const float a = (float)(ev[k] / sum);
+                alpha_saved[r * (size_t)F + i] = a;
+                if (alpha) alpha[r * (size_t)alpha_stride + i] = a;
+            }
+        }
+        if (live && q == 0) mean[r] = (float)mu, rstd[r] = (float)rs;
+    }
+}
+
+/* The same a warp a row (lane l over l, l + 32, ...; the row sums by
+ * warp_sum, the same in every lane; a lane re-reads only what it wrote),
+ * for F > 64. */
 static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const float *ln_b, float *gl, float *x,
                                        float *logits, float *mean, float *rstd, float *alpha_saved, float *alpha,
                                        int alpha_stride) {
@@ -289,6 +404,18 @@ static __global__ void sel_tail_kernel(int rows, int F, const float *ln_w, const
     }
 }
 
+/* The selection tail over rows: 8-lane groups where F fits them, else a warp a row
+ * (which alone stores the logits, into `logits`: scratch it re-reads). */
+static int sel_tail(int rows, int F, const float *ln_w, const float *ln_b, float *gl, float *x, float *logits,
+                    float *mean, float *rstd, float *alpha_saved, float *alpha, int alpha_stride, cudaStream_t st) {
+    const size_t R = (size_t)rows, per_warp = 32 / SEL_TAIL_G;
+    if (F <= SEL_TAIL_G * SEL_TAIL_NV)
+        return launch_warps((R + per_warp - 1) / per_warp, st, sel_tail_group_kernel, rows, F, ln_w, ln_b, gl, x, mean,
+                            rstd, alpha_saved, alpha, alpha_stride);
+    return launch_warps(R, st, sel_tail_kernel, rows, F, ln_w, ln_b, gl, x, logits, mean, rstd, alpha_saved, alpha,
+                        alpha_stride);
+}
+
 /* ---- lane groups: the gate kernels for Dv % 4 == 0, Dv <= 32 ------------- */
 
 /* A warp per item (var_gate_kernel and its backward below) leaves 32 - Dv
@@ -321,13 +448,6 @@ __device__ static inline float4 ld4(const float *p, bool vec) {
     return make_float4(p[0], p[1], p[2], p[3]);
 }
 
-/* The sum of v over the G lanes of an aligned group, every lane getting it. */
-template <int G> __device__ static inline double group_sum(double v) {
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 extern "C" int st_cuda_vsn_gate_group(int rows, int F, int Dv) {
     if (!vsn_gate_lanes || rows <= 0 || F <= 0 || Dv <= 0 || Dv % 4 != 0 || Dv > 32 ||
@@ -905,29 +1025,50 @@ static int vsn_check_sizes(int rows, int F, int C, int Dv) {
 }
 
 /* The selection GRN: s, c -> logits (in work) and alpha; its fc1 and skip
- * read s through the folded weights (wk.fo: F inputs instead of P). */
+ * read s through the folded weights (wk.fo: F inputs instead of P).
+ * c_per: the rows that share one context row (1: c is per row; K: c holds
+ * a row per window of K rows, and the ctx product is formed once a window
+ * into wk.dh1s, a backward slot the forward leaves free, then added to
+ * each of its rows: K times fewer FLOPs, within fp32 rounding of the
+ * per-row product but not its bits). */
 static int sel_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
-                       const vsn_w &w, const vsn_saved &sv, const vsn_work &wk, float *alpha, int alpha_stride,
-                       cudaStream_t st) {
+                       int c_per, const vsn_w &w, const vsn_saved &sv, const vsn_work &wk, float *alpha,
+                       int alpha_stride, cudaStream_t st) {
     const int Hs = hidden_sel(F, Dv);
     const size_t R = (size_t)rows;
     /* fc1 (+ ctx, then ELU), fc2, glu and the skip: cuBLAS products */
     ST_TRY(st_cuda_linear_forward(rows, F, Hs, s, s_stride, wk.fo.T1, wk.fo.c1, sv.sel_h1, Hs, st));
-    if (C > 0) ST_TRY(st_cuda_gemm(0, 1, rows, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 1.0f, sv.sel_h1, Hs, st));
-    ST_TRY(launch_n(R * Hs, st, elu_kernel, R * Hs, sv.sel_h1));
+    if (C > 0 && c_per > 1) {
+        ST_TRY(st_cuda_gemm(0, 1, rows / c_per, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 0.0f, wk.dh1s, Hs, st));
+        ST_TRY(launch_n(R * Hs, st, add_rows_elu_kernel, rows, Hs, c_per, (const float *)wk.dh1s, sv.sel_h1));
+    } else {
+        if (C > 0) ST_TRY(st_cuda_gemm(0, 1, rows, Hs, C, 1.0f, c, c_stride, w.sel_ctx_w, C, 1.0f, sv.sel_h1, Hs, st));
+        ST_TRY(launch_n(R * Hs, st, elu_kernel, R * Hs, sv.sel_h1));
+    }
     ST_TRY(st_cuda_linear_forward(rows, Hs, Hs, sv.sel_h1, Hs, w.sel_fc2_w, w.sel_fc2_b, sv.sel_h2, Hs, st));
     ST_TRY(st_cuda_linear_forward(rows, Hs, 2 * F, sv.sel_h2, Hs, w.sel_glu_w, w.sel_glu_b, sv.sel_glu, 2 * F, st));
     ST_TRY(st_cuda_linear_forward(rows, F, F, s, s_stride, wk.fo.Tk, wk.fo.ck, sv.sel_x, F, st));
-    ST_TRY(launch_warps(R, st, sel_tail_kernel, rows, F, w.sel_norm_w, w.sel_norm_b, sv.sel_glu, sv.sel_x, wk.dlog,
-                        sv.sel_mean, sv.sel_rstd, sv.alpha, alpha, alpha_stride));
+    ST_TRY(sel_tail(rows, F, w.sel_norm_w, w.sel_norm_b, sv.sel_glu, sv.sel_x, wk.dlog, sv.sel_mean, sv.sel_rstd,
+                    sv.alpha, alpha, alpha_stride, st));
     return ST_OK;
 }
 
+/* Where the forward reads its rows: row r's s at s + r s_stride, or at
+ * s + s_row[r] s_stride where s_row is given (a row index into a
+ * market's features); its c at c + (r / c_per) c_stride. */
+struct vsn_input {
+    const float *s;
+    int s_stride;
+    const int *s_row;
+    const float *c;
+    int c_stride, c_per;
+};
+
 /* The forward; v from the bar table tab (row tab_row[r] for row r) when
  * tab is given, else from the per-variable GRNs run here. */
-static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
-                       const struct st_vsn_weights_f32 *w, const float *tab, const int *tab_row, float *v,
-                       int v_stride, float *alpha, int alpha_stride, float *saved, float *work, cudaStream_t st) {
+static int vsn_forward(int rows, int F, int C, int Dv, const vsn_input &in, const struct st_vsn_weights_f32 *w,
+                       const float *tab, const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
+                       float *saved, float *work, cudaStream_t st) {
     ST_TRY(vsn_check_sizes(rows, F, C, Dv));
     ST_REQUIRE(!tab || st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
                "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
@@ -935,9 +1076,12 @@ static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_str
     const size_t R = (size_t)rows;
     vsn_saved sv = saved_at(saved, rows, F, Dv);
     vsn_work wk = work_at(work, rows, F, Dv);
-    ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
+    if (in.s_row)
+        ST_TRY(launch_n(R * F, st, gather_rows_kernel, rows, F, in.s, in.s_stride, in.s_row, wk.s));
+    else
+        ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, in.s, in.s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
-    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, sv, wk, alpha, alpha_stride, st));
+    ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, in.c, in.c_stride, in.c_per, *w, sv, wk, alpha, alpha_stride, st));
     if (tab) return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
     /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it
      * (vsn_forward_fused.cu), else the products and gate_combine_kernel */
@@ -952,8 +1096,9 @@ static int vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_str
 extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
                                    int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
                                    float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
-    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, NULL, NULL, v, v_stride, alpha, alpha_stride,
-                       saved, work, (cudaStream_t)stream);
+    vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
+    return vsn_forward(rows, F, C, Dv, in, w, NULL, NULL, v, v_stride, alpha, alpha_stride, saved, work,
+                       (cudaStream_t)stream);
 }
 
 extern "C" int st_cuda_vsn_table_build(int rows, int F, int Dv, const float *s, int s_stride,
@@ -969,8 +1114,24 @@ extern "C" int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const f
                                          const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
                                          float *saved, float *work, void *stream) {
     ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "VSN through a bar table: no table");
-    return vsn_forward(rows, F, C, Dv, s, s_stride, c, c_stride, w, tab, tab_row, v, v_stride, alpha, alpha_stride,
-                       saved, work, (cudaStream_t)stream);
+    vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
+    return vsn_forward(rows, F, C, Dv, in, w, tab, tab_row, v, v_stride, alpha, alpha_stride, saved, work,
+                       (cudaStream_t)stream);
+}
+
+extern "C" int st_cuda_vsn_forward_rows(int rows, int K, int F, int C, int Dv, const float *feat, int feat_stride,
+                                        const int *feat_row, const float *ctx, int ctx_stride,
+                                        const struct st_vsn_weights_f32 *w, const float *tab, float *v, int v_stride,
+                                        float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
+    ST_REQUIRE(K > 0 && rows % K == 0, ST_ERR_INPUT, "VSN from window rows: %d rows are not whole windows of K = %d",
+               rows, K);
+    ST_REQUIRE(feat && feat_row && feat_stride >= F, ST_ERR_INPUT,
+               "VSN from window rows: no feature rows, or their stride %d < F = %d", feat_stride, F);
+    ST_REQUIRE(C == 0 || (ctx && ctx_stride >= C), ST_ERR_INPUT,
+               "VSN from window rows: no context, or its stride %d < C = %d", ctx_stride, C);
+    vsn_input in = {feat, feat_stride, feat_row, ctx, ctx_stride, K};
+    return vsn_forward(rows, F, C, Dv, in, w, tab, tab ? feat_row : NULL, v, v_stride, alpha, alpha_stride, saved, work,
+                       (cudaStream_t)stream);
 }
 
 /* ---- host: backward ------------------------------------------------------ */

@@ -72,7 +72,8 @@ typedef enum {
     ST_TK_ADAM_V,      /* its AdamW second moment */
     ST_TK_CONTEXT,     /* env: the 16 context features [B, C] */
     ST_TK_REWARD,      /* env: rewards of the step [B] */
-    ST_TK_WINDOW,      /* act/train: observation window [n, K, F+C] */
+    ST_TK_WINDOW,      /* act/train: observation window [n, K, F+C] (the GPU action step reads none: it
+                        * builds act's only where the label is scanned, for the scan: trainer_cuda.c) */
     ST_TK_VSN_OUT,     /* act/train: VSN output v [n, K, Dv] */
     ST_TK_VSN_ALPHA,   /* act/train: selection weights [n, K, F] */
     ST_TK_W_IN_IN,     /* act/train: [v; c] [n, K, Dv+C] */

@@ -123,22 +123,36 @@ static int scan_params(st_cuda_trainer *t, int phase, int kind, const float *bas
 
 /* ---- the three graph bodies ------------------------------------------------------------ */
 
-/* Windows of n device (instrument, bar, context) triples, then the forward
- * into t->logits [n, A] and t->value [n], scans under phase. The action
- * phase's forwards go through the bar table once run_update has built it
- * (the same bits, cuda/model_cuda.h). */
+/* Whether label (phase, kind, index) is scanned in the graphs being captured. */
+static int label_scanned(const st_cuda_trainer *t, int phase, int kind, int index) {
+    return t->trace &&
+           scanned(t, st_labels_slot(&t->trace->labels, (st_trace_phase)phase, (st_trace_kind)kind, index));
+}
+
+/* The forward of n device (instrument, bar, context) triples into
+ * t->logits [n, A] and t->value [n], scans under phase. The training
+ * phase builds the windows and runs the window forward (its backward needs
+ * them). The action phase builds none: the windows' feature-row index
+ * (n K ints), then the forward from it and ctx (st_cuda_model_forward_rows),
+ * through the bar table once run_update has built it (the same bits with
+ * and without). Its act_window label has no buffer of its own any more:
+ * where that label is scanned (full mode, or an injection at it) the
+ * window is built here for the scan alone, the same values the forward
+ * reads (an injection into it trips the label but reaches no later one). */
 static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst, const int *bar, const float *ctx) {
     const st_dims *d = &t->host.cfg.dims;
     int ws = st_row_width(d);
-    ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)t->feat.inst, t->feat.F, inst, bar, ctx,
-                                d->C, t->win, ws, t->stream));
-    ST_TRY(scan_label(t, phase, ST_TK_WINDOW, 0, t->win, (int64_t)n * d->K, ws, ws, 0));
-    t->model.scan_phase = phase;
-    if (phase == ST_PHASE_ACT && t->tab_built) {
-        ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, t->tab_row, t->stream));
-        return st_cuda_model_forward_table(&t->model, n, t->win, ws, t->tab, t->tab_row, t->logits, d->A, t->value);
+    int act = phase == ST_PHASE_ACT;
+    if (!act || label_scanned(t, phase, ST_TK_WINDOW, 0)) {
+        ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)t->feat.inst, t->feat.F, inst, bar,
+                                    ctx, d->C, t->win, ws, t->stream));
+        ST_TRY(scan_label(t, phase, ST_TK_WINDOW, 0, t->win, (int64_t)n * d->K, ws, ws, 0));
     }
-    return st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
+    t->model.scan_phase = phase;
+    if (!act) return st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
+    ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, t->act_row, t->stream));
+    return st_cuda_model_forward_rows(&t->model, n, t->feat.data, t->feat.F, t->act_row, ctx, d->C,
+                                      t->tab_built ? t->tab : NULL, t->logits, d->A, t->value);
 }
 
 /* This rank's B = t->Bl instances step; the rollout slot t of the rank's
@@ -322,6 +336,7 @@ static int alloc_device(st_cuda_trainer *t) {
     DALLOC(t->mb_ret, mbw);
     DALLOC(t->mb_adv, mbw);
     DALLOC(t->win, (size_t)mw * d->K * st_row_width(d));
+    DALLOC(t->act_row, (size_t)B * d->K);
     DALLOC(t->logits, (size_t)mw * d->A);
     DALLOC(t->value, mw);
     DALLOC(t->dlogits, (size_t)mw * d->A);
@@ -366,8 +381,8 @@ static int check_memory(const st_cuda_trainer *t) {
 /* The action step's bar table ([bars, F Dv] floats, the market's bars):
  * allocated where the model can use one (st_cuda_model_table_fits), the
  * switch is on and it takes at most a quarter of the free memory and 8 GiB
- * (else the action step runs the whole VSN a window row, as the training
- * step does; the results are the same bits either way). */
+ * (else the action step runs the whole VSN a window row over the gathered
+ * features; the results are the same bits either way). */
 static int bar_table_on = 1;
 void st_cuda_trainer_set_bar_table(int on) { bar_table_on = on != 0; }
 
@@ -380,7 +395,6 @@ static int alloc_bar_table(st_cuda_trainer *t) {
     double bytes = 4.0 * (double)t->feat.rows * d->F * d->Dv;
     if (bytes > 0.25 * (double)free_b || bytes > 8.0 * 1024 * 1024 * 1024) return ST_OK;
     DALLOC(t->tab, (size_t)t->feat.rows * d->F * d->Dv);
-    DALLOC(t->tab_row, (size_t)t->Bl * d->K);
     return ST_OK;
 }
 
@@ -413,6 +427,10 @@ int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, co
     ST_TRY(alloc_device(t));
     size_t P = t->host.table.total;
     ST_TRY(st_cuda_features_upload(m, &t->feat));
+    ST_REQUIRE(t->feat.rows < INT_MAX, ST_ERR_INPUT,
+               "the GPU trainer's action step names each window row by its feature row as an int: the market's %ld "
+               "bars (all instruments) must stay below 2^31",
+               t->feat.rows);
     st_env_config ec = t->host.env.cfg;
     ST_TRY(st_cuda_env_create(&t->env, m, t->Bl, &ec));
     t->env.dev.b0 = t->b0;
@@ -453,7 +471,7 @@ void st_cuda_trainer_free(st_cuda_trainer *t) {
                     t->mb_ctx,    t->mb_logp,  t->mb_value,  t->mb_ret,    t->mb_adv,   t->win,      t->logits,
                     t->value,     t->dlogits,  t->dvalue,    t->loss_work, t->norm_work, t->gather_work,
                     t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats,
-                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->tab_row};
+                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->act_row};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     void *pinned[] = {t->h_ctrl, t->h_perm, t->h_stats, t->h_gnorm, t->h_rstats};

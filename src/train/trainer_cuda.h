@@ -3,12 +3,13 @@
  * backward, clipping and AdamW all run on the device, driven by three CUDA
  * graphs captured once and replayed:
  *   act    one rollout step: record the environments' (instrument, bar,
- *          context) into the rollout slot t, build the B windows, forward,
+ *          context) into the rollout slot t, the B windows' feature-row
+ *          index (no window is built), forward from it and the context,
  *          sample the actions (Philox ACTION stream, index (u*T + t)*B + b,
  *          the CPU trainer's rule), step the GPU environments, commit the
  *          step's actions, log-probabilities, values, rewards and dones to
  *          slot t, advance t.                            replayed T times
- *   post   the bootstrap value (windows and forward at the state after the
+ *   post   the bootstrap value (the same forward at the state after the
  *          last step), GAE, the rollout's statistics.     replayed once
  *   train  one minibatch k: gather perm[k*mb .. (k+1)*mb) with advantage
  *          normalisation, rebuild the windows with the same builder,
@@ -100,16 +101,20 @@ typedef struct {
     int *a_action;
     float *a_logp, *a_reward, *a_epR, *last_value;
     uint8_t *a_done;
-    /* the action step's bar table [feat.rows, F Dv] and its row index [B K]
-     * (NULL: none, st_cuda_trainer_set_bar_table); tab_built: run_update
-     * has built it, so the action phase's forwards read it */
+    /* the action step's observation, no window: the feature row of each
+     * of its windows' rows [B K] (st_cuda_window_feature_rows; the
+     * forward reads features and context through it,
+     * st_cuda_model_forward_rows); its bar table [feat.rows, F Dv]
+     * (NULL: none, st_cuda_trainer_set_bar_table), indexed by the same
+     * rows; tab_built: run_update has built it, so the action phase's
+     * forwards read it */
+    int *act_row;
     float *tab;
-    int *tab_row;
     int tab_built;
     /* the minibatch [mw] */
     int *mb_inst, *mb_bar, *mb_action;
     float *mb_ctx, *mb_logp, *mb_value, *mb_ret, *mb_adv;
-    float *win; /* [mw * K, F + C] */
+    float *win; /* [mw * K, F + C]: the training step's windows (the action step's only for its label's scan) */
     float *logits, *value, *dlogits, *dvalue;
     double *loss_work, *norm_work, *gather_work, *stats_work;
     st_ppo_stats *stats1, *stats; /* this minibatch's / [E*M] */

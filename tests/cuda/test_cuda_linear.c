@@ -9,7 +9,9 @@
  *  - padded strides with poisoned gaps: inputs' NaN never leaks, outputs'
  *    gaps keep their poison bits;
  *  - two GPU runs give the same bits (cuBLAS fixed algorithm, ordered db);
- *  - st_cuda_gemm with both operands transposed, alpha and beta.
+ *  - st_cuda_gemm with both operands transposed, alpha and beta;
+ *  - the bias broadcast (64-row tiles, 256 threads walking them) at rows
+ *    wider than a block, a block wide, and ending in a partial tile.
  * bf16 products (st_cuda_set_matmul_precision(ST_MATMUL_BF16)), on every
  * case above plus odd ones (in/out not multiples of 8, a single row): y,
  * dx, dW, db and the transposed gemm against a float64 reference computed
@@ -510,6 +512,10 @@ int main(void) {
         {"1 row 29->11", 1, 29, 11, 1, 0, 1},
         {"1 row 20->3 (dx +=)", 1, 20, 3, 1, 1, 0},
         {"70001 rows 13->29 (column sums over 64 row splits, the last short)", 70001, 13, 29, 1, 1, 1},
+        /* the bias broadcast's 64-row tiles walked by 256 threads: a row wider than the block (one
+         * column step, no row step), exactly its width, and a partial last tile */
+        {"70 rows 17->300 (bias rows wider than a block)", 70, 17, 300, 1, 0, 1},
+        {"129 rows 9->256 (bias rows a block wide)", 129, 9, 256, 1, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&cases[i], 1000 + i);

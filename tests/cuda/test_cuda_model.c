@@ -23,7 +23,10 @@
  * small gradients can amplify rounding); no NaN anywhere, dX's padding
  * untouched, two bf16 runs with the same bits, fp32 restored afterwards.
  * The action step's bar table (case 7, md_table_case): the forward through
- * it equals the plain forward bit for bit.
+ * it equals the plain forward bit for bit. The action step's forward from
+ * the window's description, no window (case 8, md_rows_case): within 1e-5
+ * (bf16 2e-2) of the window forward on the builder's windows, with and
+ * without the table the same bits.
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -37,6 +40,7 @@
 #include "cuda/linear_cuda.h"
 #include "cuda/model_cuda.h"
 #include "cuda/vsn_cuda.h"
+#include "cuda/window_cuda.h"
 #endif
 
 #ifdef ST_HAVE_CUDA
@@ -305,6 +309,15 @@ static void md_stride_regression(void) {
     md_free(&tight), md_free(&wide);
 }
 
+/* md_setup of n unpadded windows under the name "<what>, <preset> x<n>[ bf16]"; 0 (a failed check) if it fails. */
+static int md_named_setup(md_data *h, char *name, size_t cap, const char *what, const char *preset, int n, int bf16,
+                          uint64_t seed) {
+    snprintf(name, cap, "%s, %s x%d%s", what, preset, n, bf16 ? " bf16" : "");
+    int ok = md_setup(h, name, preset, n, 0, seed);
+    CHECK(ok, "%s: setup: %s", name, st_last_error());
+    return ok;
+}
+
 /* The action step's bar table (cuda/model_cuda.h): windows built from a
  * market of `bars` random snapshot rows (row stride F + 3, NaN gaps), each
  * window n ending at a random bar, its context random and broadcast. The
@@ -318,11 +331,7 @@ static void md_stride_regression(void) {
 static void md_table_case(const char *preset, int n, int bars, int bf16, uint64_t seed) {
     md_data h;
     char name[64];
-    snprintf(name, sizeof name, "bar table, %s x%d%s", preset, n, bf16 ? " bf16" : "");
-    if (!md_setup(&h, name, preset, n, 0, seed)) {
-        CHECK(0, "%s: setup: %s", name, st_last_error());
-        return;
-    }
+    if (!md_named_setup(&h, name, sizeof name, "bar table", preset, n, bf16, seed)) return;
     const st_dims *d = &h.d;
     const int K = d->K, F = d->F, C = d->C, A = d->A, bs = F + 3;
     size_t P = h.t.total, nx = (size_t)h.rows * h.xs;
@@ -405,6 +414,161 @@ done:
     free(feat), free(ctx), free(tab_row);
     md_free(&h);
 }
+
+/* Windows of a random market, in two forms: the window builder's
+ * materialised [n K, F + C] rows, and their description (the feature-row
+ * index of st_cuda_window_feature_rows and the context [n, C]). */
+typedef struct {
+    st_cuda_features feat; /* 2 instruments, row stride F + 3 with NaN gaps */
+    int *inst, *bar, *row; /* device [n], [n], [n K] */
+    float *ctx;            /* device [n, C + 2], NaN gaps */
+    float *X;              /* device [n K, xs], xs = F + C + 1, NaN gaps */
+    int xs, cs;
+} md_rows_in;
+
+static void md_rows_in_free(md_rows_in *in) {
+    st_cuda_features_free(&in->feat);
+    dev_free(in->inst), dev_free(in->bar), dev_free(in->row), dev_free(in->ctx), dev_free(in->X);
+}
+
+static int md_rows_in_make(md_rows_in *in, const st_dims *d, int n, int bars0, int bars1, uint64_t seed) {
+    const int K = d->K, F = d->F, C = d->C, fs = F + 3, bars = bars0 + bars1;
+    memset(in, 0, sizeof *in);
+    in->xs = F + C + 1, in->cs = C + 2;
+    float *feat = host_rows(bars, F, fs, 1.0f, seed, 21), *ctx = host_rows(n, C, in->cs, 1.0f, seed, 22);
+    int *inst = malloc(sizeof(int) * (size_t)n), *bar = malloc(sizeof(int) * (size_t)n);
+    uint64_t u = seed * 2654435761u + 3;
+    for (int b = 0; b < n; b++) {
+        u = u * 6364136223846793005u + 1442695040888963407u;
+        inst[b] = (int)((u >> 40) & 1);
+        int nb = inst[b] ? bars1 : bars0;
+        bar[b] = K - 1 + (int)((u >> 33) % (uint64_t)(nb - K + 1)); /* any window that fits */
+        if (b == 0) inst[b] = 0, bar[b] = K - 1;                    /* the first bars of the first instrument */
+        if (b == 1) inst[b] = 1, bar[b] = bars1 - 1;                /* the last of the last */
+    }
+    in->feat.n_inst = 2, in->feat.F = fs, in->feat.rows = bars;
+    in->feat.data = dev_upload(feat, (size_t)bars * fs);
+    const float *ptrs[2] = {in->feat.data, in->feat.data ? in->feat.data + (size_t)bars0 * fs : NULL};
+    in->feat.inst = dev_bytes(ptrs, sizeof ptrs);
+    in->inst = dev_bytes(inst, sizeof(int) * (size_t)n), in->bar = dev_bytes(bar, sizeof(int) * (size_t)n);
+    in->row = dev_bytes(NULL, sizeof(int) * (size_t)n * K);
+    in->ctx = dev_upload(ctx, (size_t)n * in->cs);
+    in->X = dev_poisoned((size_t)n * K * in->xs);
+    free(feat), free(ctx), free(inst), free(bar);
+    if (!in->feat.data || !in->feat.inst || !in->inst || !in->bar || !in->row || !in->ctx || !in->X) return 0;
+    int rc = st_cuda_window_build(n, K, F, C, (const float *const *)in->feat.inst, fs, in->inst, in->bar, in->ctx,
+                                  in->cs, in->X, in->xs, NULL);
+    if (rc == ST_OK) rc = st_cuda_window_feature_rows(n, K, &in->feat, in->inst, in->bar, in->row, NULL);
+    return rc == ST_OK && cudaDeviceSynchronize() == cudaSuccess;
+}
+
+/* The action step's forward from the window's description
+ * (st_cuda_model_forward_rows) against the window forward on the windows
+ * the window builder made of the same market and context: logits and value
+ * within 1e-5 relative in fp32 (2e-2 in bf16; the selection GRN's ctx
+ * product is formed once a window, another cuBLAS shape); the [v; c] input
+ * of w_in (the act_w_in_in label's buffer) with its context columns the
+ * same bits as the window forward's; through the bar table (where Dv takes
+ * one) the same bits as without, and every v NaN through a NaN table (the
+ * table is read, not only built); two runs the same bits; outputs (and
+ * [v; c]) poisoned before each run,
+ * the feature rows, context and window in buffers with NaN gaps; a
+ * backward after it refused with a message. */
+static void md_rows_case(const char *preset, int n, int bf16, uint64_t seed) {
+    md_data h;
+    char name[64];
+    if (!md_named_setup(&h, name, sizeof name, "window rows", preset, n, bf16, seed)) return;
+    const st_dims *d = &h.d;
+    const int K = d->K, F = d->F, C = d->C, A = d->A, Dv = d->Dv, vcw = Dv + C;
+    size_t P = h.t.total, nvc = (size_t)n * K * vcw;
+    md_rows_in in;
+    st_cuda_model m;
+    int made = md_rows_in_make(&in, d, n, 3 * K + 5, 2 * K + 1, seed);
+    CHECK(made, "%s: inputs: %s", name, st_last_error());
+    float *w = dev_upload(h.w, P), *g = dev_upload(h.g0, P), *tab = NULL;
+    int rc = made ? st_cuda_model_init(&m, d, &h.t, n + 1, w, g) : ST_ERR_INTERNAL;
+    CHECK(!made || rc == ST_OK, "%s: GPU model init: %s", name, st_last_error());
+    if (rc != ST_OK) goto done;
+    int has_tab = st_cuda_model_table_fits(&m);
+    if (has_tab) tab = dev_poisoned((size_t)in.feat.rows * F * Dv);
+    if (bf16) st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    /* runs: 0 the window forward, 1 and 2 from the rows (twice), 3 from the rows through the table */
+    float *lg[4] = {0}, *val[4] = {0}, *vc[4] = {0};
+    int runs = has_tab ? 4 : 3;
+    for (int i = 0; i < runs; i++) {
+        float *logits = dev_poisoned((size_t)n * A), *value = dev_poisoned(n);
+        CHECK(cudaMemset(m.vc, 0xFF, sizeof(float) * nvc) == cudaSuccess, "%s: poison [v; c]", name);
+        if (i == 3) {
+            rc = st_cuda_model_table_build(&m, in.feat.rows, in.feat.data, in.feat.F, tab);
+            CHECK(rc == ST_OK, "%s: table build: %s", name, st_last_error());
+        }
+        if (i == 0)
+            rc = st_cuda_model_forward(&m, n, in.X, in.xs, logits, A, value);
+        else
+            rc = st_cuda_model_forward_rows(&m, n, in.feat.data, in.feat.F, in.row, in.ctx, in.cs, i == 3 ? tab : NULL,
+                                            logits, A, value);
+        CHECK(rc == ST_OK, "%s: forward %d: %s", name, i, st_last_error());
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels of run %d failed: %s", name, i,
+              cudaGetErrorString(cudaGetLastError()));
+        lg[i] = dev_download_new(logits, (size_t)n * A), val[i] = dev_download_new(value, n);
+        vc[i] = dev_download_new(m.vc, nvc);
+        dev_free(logits), dev_free(value);
+    }
+    if (has_tab) { /* the table is read, not only built: all NaN, every row's v is NaN */
+        float *logits = dev_upload(NULL, (size_t)n * A), *value = dev_upload(NULL, n);
+        int ok = logits && value && cudaMemset(tab, 0xFF, sizeof(float) * (size_t)in.feat.rows * F * Dv) == cudaSuccess;
+        rc = ok ? st_cuda_model_forward_rows(&m, n, in.feat.data, in.feat.F, in.row, in.ctx, in.cs, tab, logits, A,
+                                             value)
+                : ST_ERR_INTERNAL;
+        CHECK(rc == ST_OK && cudaDeviceSynchronize() == cudaSuccess, "%s: forward through a NaN table: %s", name,
+              st_last_error());
+        float *v = dev_download_new(m.vsn_v, (size_t)n * K * Dv);
+        long nan_v = count_nonfinite(v, n * K, Dv, Dv);
+        CHECK(nan_v == (long)n * K * Dv,
+              "%s: through a NaN table %ld of %ld v values are NaN (the forward must read "
+              "every row's v from the table)",
+              name, nan_v, (long)n * K * Dv);
+        free(v);
+        dev_free(logits), dev_free(value);
+    }
+    /* no backward after a forward from rows: it has no window */
+    float *dlogits = dev_upload(h.dlogits, (size_t)n * A), *dvalue = dev_upload(h.dvalue, n);
+    rc = st_cuda_model_backward(&m, dlogits, A, dvalue, NULL, 0);
+    CHECK(rc == ST_ERR_INPUT && strstr(st_last_error(), "window"), "%s: a backward after the rows forward is refused "
+          "(rc %d: %s)", name, rc, st_last_error());
+    dev_free(dlogits), dev_free(dvalue);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    const double bound = bf16 ? BF16_BOUND : 1e-5;
+    long bad = 0;
+    for (int i = 0; i < runs; i++) bad += count_nonfinite(lg[i], n, A, A) + count_nonfinite(val[i], 1, n, n);
+    CHECK(bad == 0, "%s: %ld non-finite logits/values", name, bad);
+    char what[112];
+    snprintf(what, sizeof what, "%s logits", name);
+    CHECK_PARITY(what, rel_err_rows(lg[1], A, lg[0], A, n, A), bound);
+    snprintf(what, sizeof what, "%s value", name);
+    CHECK_PARITY(what, rel_err(val[1], val[0], n), bound);
+    snprintf(what, sizeof what, "%s w_in input v", name);
+    CHECK_PARITY(what, rel_err_rows(vc[1], vcw, vc[0], vcw, n * K, Dv), bound);
+    int ctx_same = 1;
+    for (int r = 0; r < n * K; r++) ctx_same &= same_bits(vc[1] + (size_t)r * vcw + Dv, vc[0] + (size_t)r * vcw + Dv, C);
+    CHECK(ctx_same, "%s: the context columns of w_in's input differ from the window forward's", name);
+    CHECK(same_bits(lg[1], lg[2], (size_t)n * A) && same_bits(val[1], val[2], n) && same_bits(vc[1], vc[2], nvc),
+          "%s: two forwards from the rows differ", name);
+    if (has_tab) {
+        int same = same_bits(lg[1], lg[3], (size_t)n * A) && same_bits(val[1], val[3], n) &&
+                   same_bits(vc[1], vc[3], nvc);
+        CHECK(same, "%s: the forward from the rows through the bar table gives other bits than without", name);
+        printf("  %-36s table on/off %s\n", name, same ? "identical" : "DIFFER");
+    } else {
+        printf("  %-36s (Dv %d takes no bar table)\n", name, Dv);
+    }
+    for (int i = 0; i < runs; i++) free(lg[i]), free(val[i]), free(vc[i]);
+    st_cuda_model_free(&m);
+done:
+    md_rows_in_free(&in);
+    dev_free(w), dev_free(g), dev_free(tab);
+    md_free(&h);
+}
 #endif
 
 int main(void) {
@@ -425,6 +589,13 @@ int main(void) {
         md_table_case("default", 6, 400, 0, 7201);
         md_table_case("default", 6, 400, 1, 7202);
         md_table_case("odd", 3, 120, 0, 7203);
+    }
+    if (test_part(8)) { /* case 8: the action step's forward from window rows, no window */
+        md_rows_case("tiny", 5, 0, 8200);
+        md_rows_case("default", 7, 0, 8201);
+        md_rows_case("default", 7, 1, 8202);
+        md_rows_case("odd", 4, 0, 8203);
+        if (!test_quick()) md_rows_case("default", 64, 0, 8204); /* the sanitizer runs: the small ones */
     }
 #endif
     TEST_MAIN_END();

@@ -9,6 +9,9 @@
  *    from the same random start, measured against the increment) within 1e-4;
  *  - padded strides, poisoned gaps: no leak in, no write out;
  *  - two GPU runs give the same bits;
+ *  - the residual entry points (the forward writing x through to a copy,
+ *    the backward adding a residual res into dx) give the bits of a copy
+ *    and the plain calls, strided off the other buffers and in place;
  *  - RMSNorm: every path (the register path at 1 to 4 chunks a lane, with
  *    16-byte or scalar loads per tensor, the loops past 512 columns), row
  *    counts off the block's rows and the backward's splits, dw added to,
@@ -143,6 +146,74 @@ static void ln_case_run(const ln_case *c, uint64_t seed) {
     free(h.x), free(h.w), free(h.b), free(h.dy), free(h.dx0), free(h.dw0), free(h.db0);
 }
 
+/* The residual entry points (st_cuda_layernorm_forward_copy and _res, as
+ * mamba2.cu uses them) against the plain calls after a copy, on the GPU,
+ * bit for bit: y, mean, rstd, dx, dw, db; x_copy equal to x's rows, and
+ * neither x_copy's nor dx's gap (poisoned) written. dx from a poisoned
+ * buffer with res at its own (wider) stride, then again in place (res =
+ * dx, as the accumulating form), each against copy + accumulate. */
+static void ln_residual_run(const ln_case *c, uint64_t seed) {
+    const int p = c->pad, R = c->rows, n = c->n, xs = n + 3 * p, ys = n + 5 * p, gs = n + 2 * p, dxs = n + 7 * p;
+    const int cs = n + 4 * p + 1, rs = n + 6 * p + 2; /* x_copy's and res's strides, off the others' */
+    float *hx = host_rows(R, n, xs, 1.0f, seed, 1), *hw = host_rows(1, n, n, 1.0f, seed, 2);
+    float *hb = host_rows(1, n, n, 1.0f, seed, 3), *hdy = host_rows(R, n, gs, 1.0f, seed, 4);
+    float *hres = host_rows(R, n, rs, 1.0f, seed, 5), *hdw0 = host_rows(1, n, n, 1.0f, seed, 6);
+    float *hdx0 = host_rows(R, n, dxs, 1.0f, seed, 5); /* res's values at dx's stride */
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < n; i++)
+            hx[(size_t)r * xs + i] += (float)(r % 5) - 2.0f;
+    float *x = dev_upload(hx, (size_t)R * xs), *w = dev_upload(hw, n), *b = dev_upload(hb, n);
+    float *dy = dev_upload(hdy, (size_t)R * gs), *res = dev_upload(hres, (size_t)R * rs);
+    float *y[2], *mean[2], *rstd[2], *dx[3], *dw[3], *db[3];
+    for (int k = 0; k < 2; k++)
+        y[k] = dev_poisoned((size_t)R * ys), mean[k] = dev_poisoned(R), rstd[k] = dev_poisoned(R);
+    float *xc = dev_poisoned((size_t)R * cs);
+    /* dx[0]: plain, from dx0 accumulated; dx[1]: _res from poison; dx[2]: _res in place from dx0 */
+    dx[0] = dev_upload(hdx0, (size_t)R * dxs), dx[1] = dev_poisoned((size_t)R * dxs);
+    dx[2] = dev_upload(hdx0, (size_t)R * dxs);
+    for (int k = 0; k < 3; k++)
+        dw[k] = dev_upload(hdw0, n), db[k] = dev_upload(hdw0, n);
+    int rc = st_cuda_layernorm_forward(R, n, x, xs, w, b, 1e-5f, y[0], ys, mean[0], rstd[0], NULL);
+    rc |= st_cuda_layernorm_forward_copy(R, n, x, xs, w, b, 1e-5f, y[1], ys, mean[1], rstd[1], xc, cs, NULL);
+    rc |= st_cuda_layernorm_backward(R, n, x, xs, w, mean[0], rstd[0], dy, gs, dx[0], dxs, 1, dw[0], db[0], NULL);
+    rc |= st_cuda_layernorm_backward_res(R, n, x, xs, w, mean[0], rstd[0], dy, gs, res, rs, dx[1], dxs, dw[1], db[1],
+                                         NULL);
+    rc |= st_cuda_layernorm_backward_res(R, n, x, xs, w, mean[0], rstd[0], dy, gs, dx[2], dxs, dx[2], dxs, dw[2], db[2],
+                                         NULL);
+    CHECK(rc == ST_OK, "LN residual %s: a call failed: %s", c->name, st_last_error());
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "LN residual %s: kernels failed: %s", c->name,
+          cudaGetErrorString(cudaGetLastError()));
+    float *gy[2], *gm[2], *gr[2], *gdx[3], *gdw[3], *gdb[3];
+    for (int k = 0; k < 2; k++)
+        gy[k] = dev_download_new(y[k], (size_t)R * ys), gm[k] = dev_download_new(mean[k], R),
+        gr[k] = dev_download_new(rstd[k], R);
+    for (int k = 0; k < 3; k++)
+        gdx[k] = dev_download_new(dx[k], (size_t)R * dxs), gdw[k] = dev_download_new(dw[k], n),
+        gdb[k] = dev_download_new(db[k], n);
+    float *gxc = dev_download_new(xc, (size_t)R * cs);
+    int copy_ok = 1;
+    for (int r = 0; r < R; r++)
+        copy_ok &= same_bits(gxc + (size_t)r * cs, hx + (size_t)r * xs, n);
+    printf("LayerNorm residual %s: rows %d n %d strides x %d copy %d res %d dx %d\n", c->name, R, n, xs, cs, rs, dxs);
+    CHECK(copy_ok && gap_written(gxc, R, n, cs) == 0, "LN residual %s: x_copy is not x's rows (or its gap written)",
+          c->name);
+    CHECK(same_bits(gy[0], gy[1], (size_t)R * ys) && same_bits(gm[0], gm[1], R) && same_bits(gr[0], gr[1], R),
+          "LN residual %s: the forward with the copy differs from the plain forward", c->name);
+    for (int k = 1; k < 3; k++) {
+        CHECK(same_bits(gdx[0], gdx[k], (size_t)R * dxs) && gap_written(gdx[k], R, n, dxs) == 0,
+              "LN residual %s: dx = res + LN'(dy)%s differs from copy + accumulate (or its gap written)", c->name,
+              k == 2 ? " in place" : "");
+        CHECK(same_bits(gdw[0], gdw[k], n) && same_bits(gdb[0], gdb[k], n),
+              "LN residual %s: dw, db differ between the entry points", c->name);
+    }
+    for (int k = 0; k < 2; k++)
+        dev_free(y[k]), dev_free(mean[k]), dev_free(rstd[k]), free(gy[k]), free(gm[k]), free(gr[k]);
+    for (int k = 0; k < 3; k++)
+        dev_free(dx[k]), dev_free(dw[k]), dev_free(db[k]), free(gdx[k]), free(gdw[k]), free(gdb[k]);
+    dev_free(x), dev_free(w), dev_free(b), dev_free(dy), dev_free(res), dev_free(xc), free(gxc);
+    free(hx), free(hw), free(hb), free(hdy), free(hres), free(hdw0), free(hdx0);
+}
+
 /* ---- gated RMSNorm ---- */
 
 /* dw before the backward: random (added to), zeros, or no dw at all. */
@@ -271,6 +342,8 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
         ln_case_run(&ln[i], 2000 + i);
+    for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
+        ln_residual_run(&ln[i], 2500 + i);
     /* The register path takes n <= 512 in J = ceil(n / 128) chunks of 4
      * columns a lane, 16-byte loads for each tensor whose rows allow; the
      * backward cuts rows into ceil(rows / 128) splits; n > 512 runs the loops. */

@@ -38,7 +38,11 @@
  * and 4-byte copies: the padded xBC rows of W + 7 floats take the 4-byte
  * ones, contiguous rows the 16-byte ones where N or P is a multiple of 4),
  * two runs too, the output padding, and that st_cuda_ssd_set_scan_tc(0)
- * gives the fp32 bits.
+ * gives the fp32 bits. Where the pair kernel runs (two full chunks, Q a
+ * multiple of 16: the default shape, K=32 Q=16, odd P and N, Q=64, P=48 >
+ * Q=16) it is asserted taken and compared with the walk
+ * (st_cuda_ssd_set_scan_tc_pair(0)): within 2e-2, chunk 0's rows
+ * bit-identical; one chunk, four chunks and Q=24 assert the walk.
  * SSMTRADE_TEST_QUICK (the sanitizer runs): the grids take Q in {16, 32} x
  * K in {50, 64} (padding, several chunks, a short last chunk), the long
  * window only Q = 16 (its state pass), the chunk-parallel backward only the
@@ -565,6 +569,51 @@ static double worst_chunk_err(const problem *pb, int Q, const float *y, const fl
 
 #define TC_BOUND 2e-2 /* bf16 mode's bound (issue 6); TF32 rounding gives ~1e-3 */
 
+/* Where the pair kernel ran (bf16 mode, two full chunks): the walk over the
+ * same inputs (st_cuda_ssd_set_scan_tc_pair(0)) as a second TF32 answer.
+ * Both within TC_BOUND of the float64 recurrence (whole and per chunk) and
+ * of each other; chunk 0's rows bit-identical (the pair kernel forms them
+ * with the walk's sums in the walk's order: a wrong M0 tile, D x or copy
+ * shows here first), chunk 1's not all unless strong (its state term is
+ * rounded otherwise: else the walk did not run). Leaves the pair kernel on and the
+ * precision in bf16 mode. */
+static void test_scan_tc_pair(const problem *pb, const char *label, int Q, int strong, const result *tc,
+                              const result *oracle) {
+    result walk = make_result(pb);
+    int pad_w = 0;
+    st_cuda_ssd_set_scan_tc_pair(0);
+    const int off = st_cuda_ssd_forward_is_scan_tc_pair(pb->Bsz, pb->K, pb->H, pb->P, pb->G, pb->N, Q);
+    const int ok = gpu_run(pb, Q, 1, &walk, &pad_w) == ST_OK;
+    st_cuda_ssd_set_scan_tc_pair(1);
+    CHECK(!off, "%s: st_cuda_ssd_set_scan_tc_pair(0) ignored", label);
+    CHECK(ok, "%s: the walk's GPU call failed (message above)", label);
+    if (ok) {
+        long where;
+        double gv, rv;
+        const double w64 = tensor_err(pb, T_Y, &walk, oracle, &where, &gv, &rv);
+        const double pw = tensor_err(pb, T_Y, tc, &walk, &where, &gv, &rv);
+        const double cw = worst_chunk_err(pb, Q, walk.y, oracle->y);
+        const size_t HP = (size_t)pb->H * (size_t)pb->P, row_bytes = sizeof(float) * (size_t)Q * HP;
+        int c0_same = 1, c1_same = 1;
+        for (int b = 0; b < pb->Bsz; b++) {
+            const size_t at = (size_t)b * (size_t)pb->K * HP;
+            c0_same &= !memcmp(tc->y + at, walk.y + at, row_bytes);
+            c1_same &= !memcmp(tc->y + at + (size_t)Q * HP, walk.y + at + (size_t)Q * HP, row_bytes);
+        }
+        printf("  pair kernel vs the walk: y rel err %.2e (walk vs CPU f64 %.2e, worst chunk %.2e); chunk 0 rows "
+               "%s, chunk 1 rows %s\n",
+               pw, w64, cw, c0_same ? "bit-identical" : "DIFFER", c1_same ? "bit-identical" : "differ");
+        CHECK(w64 <= TC_BOUND && cw <= TC_BOUND, "%s: the walk vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e",
+              label, w64, cw, TC_BOUND);
+        CHECK(pw <= TC_BOUND, "%s: the pair kernel vs the walk: rel err %.2e > %.0e", label, pw, TC_BOUND);
+        CHECK(c0_same, "%s: the pair kernel's chunk 0 rows are not the walk's bits", label);
+        if (!strong) /* (strong decays leave chunk 1 little of its state term to round otherwise) */
+            CHECK(!c1_same, "%s: the pair kernel's chunk 1 rows are the walk's bits (did the walk run?)", label);
+        CHECK(pad_w, "%s: the walk wrote into output padding", label);
+    }
+    free_result(&walk);
+}
+
 /* The tensor-core scan forward (ssd_scan_tc.cu: bf16 matrix-product mode,
  * TF32 products, float state) at one shape: whether it is taken (expect_tc:
  * 1 or 0 as the rule says, -1 where it depends on the device's shared
@@ -577,6 +626,9 @@ static double worst_chunk_err(const problem *pb, int Q, const float *y, const fl
  * the fp32 kernel's bits. fp32 mode is restored afterwards. strong: dt =
  * 0.5, A = -16 (a = -8 a row: decays to exp(-8 (Q-1)) inside a chunk, past
  * float's range, so an exponent taken the wrong way round is infinite). */
+static void test_scan_tc_pair(const problem *pb, const char *label, int Q, int strong, const result *tc,
+                              const result *oracle);
+
 static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int expect_tc,
                          int strong, uint64_t seed) {
     problem pb = make_problem(Bsz, K, H, P, G, N, seed);
@@ -592,8 +644,11 @@ static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G,
     int ok = gpu_run(&pb, Q, 1, &f32, &pad_f) == ST_OK;
     st_cuda_set_matmul_precision(ST_MATMUL_BF16);
     const int is_tc = st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q);
+    const int is_pair = st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q);
+    const int Qc = Q < K ? Q : K; /* clamped as the op does */
     ok = ok && gpu_run(&pb, Q, 0, &tc0, &pad0) == ST_OK && gpu_run(&pb, Q, 1, &tc1, &pad1) == ST_OK &&
          gpu_run(&pb, Q, 1, &tc2, &pad2) == ST_OK;
+    if (ok && is_pair) test_scan_tc_pair(&pb, label, Q, strong, &tc1, &oracle);
     st_cuda_ssd_set_scan_tc(0);
     CHECK(!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q), "%s: st_cuda_ssd_set_scan_tc(0) ignored", label);
     ok = ok && gpu_run(&pb, Q, 1, &off, &pad_off) == ST_OK;
@@ -603,6 +658,15 @@ static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G,
     if (expect_tc >= 0)
         CHECK(is_tc == expect_tc, "%s: the TF32 scan forward is %s (the rule says %s)", label,
               is_tc ? "taken" : "not taken", expect_tc ? "taken" : "not taken");
+    /* the pair kernel's rule (ssd_scan_tc.cu): two full chunks, Q a
+     * multiple of 16, its shared memory within the device's limit (all the
+     * shapes here but the large preset's, which may or may not fit) */
+    const int pair_rule = is_tc && K == 2 * Qc && Qc % 16 == 0;
+    if (expect_tc >= 0)
+        CHECK(is_pair == pair_rule, "%s: the TF32 pair kernel is %s (the rule says %s)", label,
+              is_pair ? "taken" : "not taken", pair_rule ? "taken" : "not taken");
+    else
+        CHECK(!is_pair || pair_rule, "%s: the TF32 pair kernel taken outside its rule", label);
     CHECK(ok, "%s: a GPU call failed (message above)", label);
     if (ok) {
         long where;
@@ -613,8 +677,9 @@ static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G,
         const double f64 = tensor_err(&pb, T_Y, &f32, &oracle, &where, &gv, &rv);
         printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, %s: y rel err %.2e vs CPU f64 seq (worst "
                "chunk %.2e), %.2e vs the fp32 scan (worst chunk %.2e; fp32 vs f64 %.2e)\n",
-               label, Bsz, K, H, P, G, N, Q, is_tc ? "TF32 tensor-core scan" : "fp32 scan (not taken)", e64, c64, e32,
-               c32, f64);
+               label, Bsz, K, H, P, G, N, Q,
+               is_pair ? "TF32 pair kernel" : (is_tc ? "TF32 tensor-core scan" : "fp32 scan (not taken)"), e64, c64,
+               e32, c32, f64);
         CHECK(e64 <= TC_BOUND && c64 <= TC_BOUND, "%s: TF32 y vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e", label,
               e64, c64, TC_BOUND);
         CHECK(e32 <= TC_BOUND && c32 <= TC_BOUND, "%s: TF32 y vs the fp32 scan: rel err %.2e, worst chunk %.2e > %.0e",
@@ -772,10 +837,22 @@ static void run_numbered(int i) {
         test_scan_tc("K=100 Q=40 (two scan segments a chunk, last chunk 20 rows)", 3, 100, 4, 16, 2, 16, 40, 1, 0,
                      6500);
         test_scan_tc("default shape, dt=0.5 A=-16 (decays past float's range)", 4, 64, 8, 32, 1, 64, 32, 1, 1, 6600);
+        /* the pair kernel (two full chunks) and the shapes next to its rule that walk */
+        test_scan_tc("pair: K=32 Q=16 (P 16, N 16)", 6, 32, 4, 16, 1, 16, 16, 1, 0, 6700);
+        test_scan_tc("pair: odd P, N (24, 10: padded to 32, 16), two groups", 5, 64, 8, 24, 2, 10, 32, 1, 0, 6800);
+        test_scan_tc("pair: Q=64 (10 G tiles a chunk: rounds of 8 warps), P 16 < N 48", 3, 128, 4, 16, 2, 48, 64, 1, 0,
+                     6900);
+        /* default decays: under the strong ones chunk 1's state term keeps
+         * ~exp(-8) of its weight in row 0 alone, and wrong state rows would
+         * pass 2e-2 */
+        test_scan_tc("pair: P=48 > Q=16 (the state rows past the B1 slot's Q)", 4, 32, 2, 48, 1, 16, 16, 1, 0, 7000);
+        test_scan_tc("walk: one chunk (K=Q=32)", 6, 32, 8, 32, 1, 64, 32, 1, 0, 7100);
+        test_scan_tc("walk: 4 chunks (K=64 Q=16)", 6, 64, 8, 32, 1, 64, 16, 1, 0, 7200);
+        test_scan_tc("walk: 2 chunks, Q=24 not a multiple of 16 (K=48)", 4, 48, 8, 32, 1, 64, 24, 1, 0, 7300);
         if (!test_quick()) {
             test_scan_tc("odd shape, K=50 Q=32 (last chunk 18 rows)", 5, 50, 8, 24, 2, 10, 32, 1, 0, 6200);
-            test_scan_tc("large preset shape (175 KB: taken where the device allows)", 2, 128, 8, 64, 1, 128, 64, -1, 0,
-                         6300);
+            test_scan_tc("large preset shape (pair kernel 206 KB, walk 170 KB: taken where the device allows)", 2, 128,
+                         8, 64, 1, 128, 64, -1, 0, 6300);
         }
         break;
     case 12: /* bf16 mode: the scan backward's TF32 tensor-core variant */

@@ -18,12 +18,16 @@
  *  2. determinism: two GPU runs of 3 updates give bit-identical weights,
  *     moments, loss statistics and rollouts; so does a third run without
  *     the action step's bar table (st_cuda_trainer_set_bar_table(0)): the
- *     table changes no bit;
+ *     table changes no bit (both action steps read no window: the forward
+ *     from the windows' feature-row index, st_cuda_model_forward_rows, with
+ *     the per-variable GRNs from the table or over the gathered rows);
  *  3. resume: 2 updates, a checkpoint, a fresh trainer restored from it and
  *     2 more updates give the bits of 4 straight updates (weights, moments,
  *     environments);
  *  4. the NaN/Inf tracer inside the graphs: an injection at every label the
- *     GPU step has (all but the CPU model's `saved` regions), at step 0 and
+ *     GPU step has (all but the CPU model's `saved` regions; act_window's
+ *     buffer is built for its scan alone, the action forward reads the
+ *     rows), at step 0 and
  *     a random index, full scans: the update trips, the first label, step
  *     and index are the injected ones, and the trainer is back at its
  *     pre-step state; a few labels at step 1 under the sentinel (clean step

@@ -34,7 +34,9 @@
  * take the fused one too, with the tile the row count picks (128-thread
  * blocks for so few rows) and again with 256-thread blocks forced (as
  * tiny); tiny, the default and F = 37 run again with the unfused path
- * forced (st_cuda_vsn_set_fused). Last, the forward alone on the GPU in
+ * forced (st_cuda_vsn_set_fused). The selection GRN's tail runs 8 lanes
+ * a row for F <= 64 (every case above; F = 64 fills the lanes' 8 values)
+ * and a warp a row above (F = 70). Last, the forward alone on the GPU in
  * each mode at the default preset's action step (4,096 windows x K=64 =
  * 262,144 rows; 64 windows in quick mode) and at F = 37 (1,650 rows; 150
  * quick): the fused modes bit-identical, unfused v within 1e-6, timed.
@@ -560,6 +562,10 @@ static void run_all(void) {
      * default (few rows: 128-thread blocks), 128-row ones forced; 90 at Dv = 16, of 128 and 256 */
     test_case("fused, F=37 Dv=32, a partial tile", 3, 50, 37, 11, 32, 0xC0DA07);
     test_case("fused, F=13 Dv=16, a partial tile", 2, 45, 13, 7, 16, 0xC0DA08);
+    /* the selection tail: 8 lanes a row up to F = 64 (8 values a lane at 64; 45 rows, 1 past a warp's 4),
+     * a warp a row above (F = 70, 46 rows) */
+    test_case("F=64 (the selection tail's 8 values a lane), 45 rows", 1, 45, 64, 5, 8, 0xC0DA11);
+    test_case("F=70 (the selection tail a warp a row), 46 rows", 2, 23, 70, 6, 5, 0xC0DA12);
     st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED_LARGE);
     test_case("fused 256-thread tiles, F=37 Dv=32", 3, 50, 37, 11, 32, 0xC0DA07);
     test_case("fused 256-thread tiles, F=13 Dv=16", 2, 45, 13, 7, 16, 0xC0DA08);

@@ -138,6 +138,10 @@ static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst
         ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, t->tab_row, t->stream));
         return st_cuda_model_forward_table(&t->model, n, t->win, ws, t->tab, t->tab_row, t->logits, d->A, t->value);
     }
+    if (phase == ST_PHASE_TRAIN && t->mb_rows) {
+        ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, t->mb_rows, t->stream));
+        return st_cuda_model_forward_train_table(&t->model, n, t->win, ws, t->mb_rows, t->logits, d->A, t->value);
+    }
     return st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
 }
 
@@ -384,6 +388,17 @@ static int alloc_bar_table(st_cuda_trainer *t) {
     return ST_OK;
 }
 
+/* The training step's bar table where st_cuda_model_train_table_wanted
+ * says so, lent the action step's table where there is one (the training
+ * step overwrites it; run_update builds it again before each rollout). */
+static int alloc_train_table(st_cuda_trainer *t) {
+    const st_dims *d = &t->host.cfg.dims;
+    if (!st_cuda_model_train_table_wanted(d, t->ml, t->feat.rows)) return ST_OK;
+    DALLOC(t->mb_rows, (size_t)t->mw * d->K);
+    size_t tab_floats = t->tab ? (size_t)t->feat.rows * d->F * d->Dv : 0;
+    return st_cuda_model_train_table_init(&t->model, t->feat.rows, t->tab, tab_floats);
+}
+
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m) {
     return st_cuda_trainer_init_dist(t, cfg, m, NULL);
 }
@@ -424,6 +439,7 @@ int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, co
     t->model.scan = model_scan;
     t->model.scan_ctx = t;
     ST_TRY(alloc_bar_table(t));
+    ST_TRY(alloc_train_table(t));
     /* One eager forward before any capture: the cuBLAS handle and its
      * workspace are made on first use, which a capture cannot record. */
     ST_TRY(forward_windows(t, ST_PHASE_ACT, t->Bl, t->env.dev.inst, t->env.dev.bar, t->ctx));
@@ -453,7 +469,8 @@ void st_cuda_trainer_free(st_cuda_trainer *t) {
                     t->mb_ctx,    t->mb_logp,  t->mb_value,  t->mb_ret,    t->mb_adv,   t->win,      t->logits,
                     t->value,     t->dlogits,  t->dvalue,    t->loss_work, t->norm_work, t->gather_work,
                     t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats,
-                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->tab_row};
+                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->tab_row,
+                    t->mb_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     void *pinned[] = {t->h_ctrl, t->h_perm, t->h_stats, t->h_gnorm, t->h_rstats};

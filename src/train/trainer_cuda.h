@@ -105,6 +105,9 @@ typedef struct {
      * has built it, so the action phase's forwards read it */
     float *tab;
     int *tab_row;
+    /* the training step's bar table (cuda/model_cuda.h, st_cuda_model_train_table_wanted): mb_rows
+     * [mw K] each minibatch row's feature row, NULL when the training step runs the VSN a row */
+    int *mb_rows;
     int tab_built;
     /* the minibatch [mw] */
     int *mb_inst, *mb_bar, *mb_action;

@@ -207,6 +207,9 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
         int r = train_setup(&t, o, table, n, s);
         char setup_error[512] = "";
         if (r != ST_OK) snprintf(setup_error, sizeof setup_error, "%s", st_last_error());
+        if (r == ST_OK)
+            printf("  %7d windows: the VSN's per-variable GRNs %s\n", n,
+                   t.bar_rows ? "once a distinct bar (the training bar table)" : "once a window row");
         st_bench_cost cost = st_bench_train_cost(d, n, table->total);
         double held = (double)t.pool.bytes + (double)(t.model_ok ? t.model.arena_bytes : 0) +
                       (double)(t.model_ok ? st_cuda_model_train_table_bytes(&t.model) : 0) +

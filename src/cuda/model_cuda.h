@@ -135,11 +135,14 @@ int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_s
  * st_cuda_model_set_train_table: ST_CUDA_TRAIN_TABLE_AUTO (the default),
  * _OFF or _ON; st_cuda_model_train_table_wanted says whether a trainer or
  * bench with minibatches of max_windows windows over a market of bars
- * feature rows uses it: never when off or where the fused VSN kernels do
- * not take Dv; always else when on; under auto when the distinct bars
- * expected of uniformly drawn windows, bars (1 - exp(-rows / bars)), are
- * at most 0.8 of the rows (below that the table's extra passes, the
- * combine and the per-bar gradient sum, cost more than they save). */
+ * feature rows uses it (the trainer passes the global minibatch, not a
+ * rank's share, so that every rank count decides alike; each rank's
+ * index is sized for its own windows): never when off or where the fused
+ * VSN kernels do not take Dv; always else when on; under auto when the
+ * distinct bars expected of uniformly drawn windows, bars (1 - exp(-rows
+ * / bars)), are at most 0.8 of the rows (below that the table's extra
+ * passes, the combine and the per-bar gradient sum, cost more than they
+ * save). */
 #define ST_CUDA_TRAIN_TABLE_AUTO (-1)
 #define ST_CUDA_TRAIN_TABLE_OFF 0
 #define ST_CUDA_TRAIN_TABLE_ON 1

@@ -390,10 +390,14 @@ static int alloc_bar_table(st_cuda_trainer *t) {
 
 /* The training step's bar table where st_cuda_model_train_table_wanted
  * says so, lent the action step's table where there is one (the training
- * step overwrites it; run_update builds it again before each rollout). */
+ * step overwrites it; run_update builds it again before each rollout).
+ * Decided from the global minibatch (h->mb), not this rank's ml = mb /
+ * world windows: every rank count takes the same path (the same
+ * reductions, per bar or per row), as one GPU does, so test_cuda_dist's
+ * N ranks against one GPU compare like with like. */
 static int alloc_train_table(st_cuda_trainer *t) {
     const st_dims *d = &t->host.cfg.dims;
-    if (!st_cuda_model_train_table_wanted(d, t->ml, t->feat.rows)) return ST_OK;
+    if (!st_cuda_model_train_table_wanted(d, t->host.mb, t->feat.rows)) return ST_OK;
     DALLOC(t->mb_rows, (size_t)t->mw * d->K);
     size_t tab_floats = t->tab ? (size_t)t->feat.rows * d->F * d->Dv : 0;
     return st_cuda_model_train_table_init(&t->model, t->feat.rows, t->tab, tab_floats);

@@ -496,7 +496,7 @@ static void train_table(const st_market *m) {
     st_cuda_trainer *on1 = &t[0], *off = &t[2];
     CHECK(on1->mb_rows && on1->model.tt && !off->mb_rows && !off->model.tt,
           "the runs with the table on have one (tiny preset, Dv 8) and the run with it off none");
-    CHECK(st_cuda_model_train_table_wanted(&c.dims, on1->ml, on1->feat.rows),
+    CHECK(st_cuda_model_train_table_wanted(&c.dims, on1->host.mb, on1->feat.rows),
           "the default choice takes the table for the small config's minibatches");
     if (rr[0] == ST_OK && rr[1] == ST_OK)
         same_runs("two runs with the training table", &t[0], &t[1], sr[0], sr[1], 7 * (size_t)nu);

@@ -125,8 +125,10 @@ int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_s
  * per bar and runs the per-variable GRNs' backward over the bars. Logits,
  * value and every parameter gradient within fp32 rounding of
  * st_cuda_model_forward + backward (the reductions run in another order);
- * bit-identical run to run. With dX wanted the backward runs the per-row
- * VSN backward (valid after either forward).
+ * bit-identical run to run. With dX wanted, or where the table
+ * backward's scratch does not fit the VSN's work (minibatches of a few
+ * dozen rows: st_cuda_vsn_train_table_work_fits), the backward runs the
+ * per-row VSN backward (valid after either forward).
  * st_cuda_model_train_table_init: once, after st_cuda_model_init; bars
  * bounds the keys; tab (NULL: allocated) is device storage of tab_floats
  * floats the model may use for the table (min(max_windows K, bars) x F

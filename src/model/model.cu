@@ -427,7 +427,11 @@ extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, in
      * context columns (or scratch), then the w_in and head paths add in. */
     float *dc = dX ? dX + F : m->dc_rows;
     int dc_stride = dX ? dx_stride : C;
-    if (m->tt_used && !dX) /* the training table's backward forms no snapshot gradient */
+    /* The training table's backward (it forms no snapshot gradient) where its dT and partials fit
+     * the VSN's work slots: not below ~43 rows at Dv = 32 (~23 at 16, ~14 at 8), where one split's
+     * partials outweigh the rows; there the per-row backward, valid after either forward. */
+    const int tt_cap = m->tt ? (m->tt->ix.cap < rows ? m->tt->ix.cap : rows) : 0;
+    if (m->tt_used && !dX && st_cuda_vsn_train_table_work_fits(rows, F, Dv, tt_cap))
         ST_TRY(st_cuda_vsn_backward_train_table(rows, F, C, Dv, m->x, m->x_stride, m->x + F, m->x_stride, &vw->vsn_w,
                                                 m->vsn_saved, m->dvc, vcw, NULL, 0, dc, dc_stride, 0, &vw->vsn_g,
                                                 &m->tt->ix, m->tt->tab, m->work, st));

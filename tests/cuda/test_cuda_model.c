@@ -29,8 +29,9 @@
  * st_cuda_model_forward_train_table against the per-row path on the same
  * inputs: logits, value and every parameter gradient within 1e-5 (fp32)
  * or 2e-2 (bf16) relative; outputs poisoned before each run; windows that
- * overlap (repeated bars, whole repeated windows: bars of many rows), and
- * every row's bar distinct; two runs through the table give the same
+ * overlap (repeated bars, whole repeated windows: bars of many rows; and
+ * a market of K bars, every window the same), and every row's bar
+ * distinct; two runs through the table give the same
  * bits; a second minibatch of other bars through the same index after the
  * first (the index and table rebuilt, no state carried).
  * Skips (77) without a GPU. */
@@ -468,8 +469,9 @@ static void tt_run(const md_data *h, st_cuda_model *m, float *g, const float *X,
 static void md_train_table_case(const char *preset, int n, int bars, int overlap, int bf16, uint64_t seed) {
     md_data h;
     char name[80];
-    snprintf(name, sizeof name, "train table, %s x%d %s%s", preset, n, overlap ? "overlapping" : "distinct",
-             bf16 ? " bf16" : "");
+    char over[32] = "distinct";
+    if (overlap) snprintf(over, sizeof over, "over %d bars", bars);
+    snprintf(name, sizeof name, "train table, %s x%d %s%s", preset, n, over, bf16 ? " bf16" : "");
     if (!md_setup(&h, name, preset, n, 2, seed)) {
         CHECK(0, "%s: setup: %s", name, st_last_error());
         return;
@@ -576,6 +578,7 @@ int main(void) {
         md_train_table_case("default", 4, 0, 0, 0, 7303);
         md_train_table_case("default", 12, 300, 1, 1, 7304);
         md_train_table_case("odd", 3, 120, 1, 0, 7305);
+        md_train_table_case("tiny", 6, 32, 1, 0, 7306); /* bars = K: every window the same K bars (6 rows a bar) */
     }
 #endif
     TEST_MAIN_END();

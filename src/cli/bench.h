@@ -43,6 +43,8 @@ typedef struct {
     int vsn_fused;    /* the VSN forward fused (1) or unfused (0): st_cuda_vsn_set_fused */
     int bar_table;    /* act: through the rollout's bar table (1) or not (0) */
     int act_window;   /* act: a materialised window and the window forward (1) or the row index (0) */
+    int train_table;  /* train: the training bar table (1), the VSN a row (0), the trainer's choice (-1):
+                       * st_cuda_model_set_train_table */
     uint64_t seed;
     const st_market *market; /* the built-in synthetic market (training split) */
 } st_bench_opts;

@@ -39,6 +39,7 @@ typedef struct {
     float *w, *g, *m, *v;
     unsigned char *decay;
     float *win, *logits, *value, *dlogits, *dvalue;
+    int *bar_rows; /* [n K] each row's feature row, where the training bar table is on (else NULL) */
     double *loss_work, *norm_work, *gnorm;
     st_ppo_stats *stats;
     train_inputs in[ST_BENCH_MAX_SETS];
@@ -54,7 +55,11 @@ static int train_step(void *ctx, int k, cudaStream_t s) {
     int n = t->n, ws = st_row_width(d);
     ST_TRY(st_cuda_window_build(n, d->K, d->F, d->C, (const float *const *)t->feat->inst, t->feat->F, in->inst, in->bar,
                                 in->ctx, d->C, t->win, ws, s));
-    ST_TRY(st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value));
+    if (t->bar_rows) { /* the trainer's forward_windows: the training bar table */
+        ST_TRY(st_cuda_window_feature_rows(n, d->K, t->feat, in->inst, in->bar, t->bar_rows, s));
+        ST_TRY(st_cuda_model_forward_train_table(&t->model, n, t->win, ws, t->bar_rows, t->logits, d->A, t->value));
+    } else
+        ST_TRY(st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value));
     ST_TRY(st_cuda_ppo_loss(n, d->A, t->logits, d->A, in->action, in->old_logp, in->adv, t->value, in->old_value,
                             in->ret, &t->pc, t->stats, t->dlogits, d->A, t->dvalue, t->loss_work, s));
     BCU(cudaMemsetAsync(t->g, 0, sizeof(float) * t->P, s));
@@ -96,6 +101,10 @@ static int train_setup(train_bench *t, const st_bench_opts *o, const st_param_ta
     ST_TRY(st_cuda_model_init(&t->model, d, table, n, t->w, t->g));
     t->model_ok = 1;
     t->model.stream = (void *)s;
+    if (st_cuda_model_train_table_wanted(d, n, t->feat->rows)) { /* as the trainer decides */
+        ST_TRY(PALLOC(pl, t->bar_rows, (size_t)n * d->K));
+        ST_TRY(st_cuda_model_train_table_init(&t->model, t->feat->rows, NULL, 0));
+    }
     int *hi = malloc(sizeof(int) * (size_t)n * 3);
     float *hf = malloc(sizeof(float) * (size_t)n * (C + 4));
     int rc = hi && hf ? ST_OK : ST_FAIL(ST_ERR_MEMORY, "out of host memory for the training inputs");
@@ -198,13 +207,18 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
         int r = train_setup(&t, o, table, n, s);
         char setup_error[512] = "";
         if (r != ST_OK) snprintf(setup_error, sizeof setup_error, "%s", st_last_error());
+        if (r == ST_OK)
+            printf("  %7d windows: the VSN's per-variable GRNs %s\n", n,
+                   t.bar_rows ? "once a distinct bar (the training bar table)" : "once a window row");
         st_bench_cost cost = st_bench_train_cost(d, n, table->total);
-        double held =
-            (double)t.pool.bytes + (double)(t.model_ok ? t.model.arena_bytes : 0) + st_bench_features_bytes(o->market);
+        double held = (double)t.pool.bytes + (double)(t.model_ok ? t.model.arena_bytes : 0) +
+                      (double)(t.model_ok ? st_cuda_model_train_table_bytes(&t.model) : 0) +
+                      st_bench_features_bytes(o->market);
         for (int k = 0; k < o->precision.n; k++) {
             int p = o->precision.v[k];
             cJSON *row = st_bench_row(arr, "windows", n, p);
             cJSON_AddNumberToObject(row, "sets", o->sets);
+            cJSON_AddNumberToObject(row, "train_table", t.bar_rows != NULL);
             char what[64];
             snprintf(what, sizeof what, "train %d windows %s", n, st_bench_precision_name(p));
             if (r != ST_OK) {

@@ -18,6 +18,7 @@
 #include "model/params.h"
 #include "train/train_config.h"
 #ifdef ST_HAVE_CUDA
+#include "cuda/model_cuda.h" /* st_cuda_model_set_train_table */
 #include "cuda/vsn_cuda.h"
 #endif
 
@@ -44,6 +45,8 @@ static const st_flag flags[] = {
                          "once a window row (0)"},
     {"act-window", "0|1", "act: the observation as a materialised window and the window forward (1; the path "
                           "before no-window) or as its feature-row index and context (0, default: the trainer's)"},
+    {"train-table", "-1|0|1", "train, e2e: the VSN's per-variable GRNs once a distinct bar of the minibatch (1), "
+                              "once a window row (0), or the trainer's choice (-1, default)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -140,6 +143,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "act-window", 0, &o->act_window));
     ST_REQUIRE(o->act_window == 0 || o->act_window == 1, ST_ERR_INPUT, "--act-window: %d is neither 0 nor 1",
                o->act_window);
+    ST_TRY(st_args_int(a, "train-table", -1, &o->train_table));
+    ST_REQUIRE(o->train_table >= -1 && o->train_table <= 1, ST_ERR_INPUT,
+               "--train-table: %d is not -1 (the trainer's choice), 0 or 1", o->train_table);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -185,6 +191,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "vsn_fused", o->vsn_fused);
     cJSON_AddNumberToObject(root, "bar_table", o->bar_table);
     cJSON_AddNumberToObject(root, "act_window", o->act_window);
+    cJSON_AddNumberToObject(root, "train_table", o->train_table);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -255,6 +262,7 @@ int st_cmd_bench(int argc, char **argv) {
         o.market = &m;
 #ifdef ST_HAVE_CUDA
         st_cuda_vsn_set_fused(o.vsn_fused);
+        st_cuda_model_set_train_table(o.train_table);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

@@ -30,6 +30,7 @@
 #include "model/params.h"
 
 struct st_cuda_model_views; /* device pointers into w and g, per tensor (private) */
+struct st_cuda_train_table; /* the training step's bar table (private; st_cuda_model_train_table_init) */
 
 /* The NaN/Inf tracer's hook: called (during the forward / backward, on the
  * host, in stream order) right after each labelled activation is written,
@@ -69,6 +70,9 @@ typedef struct {
     float *dc_rows;     /* [rows, C] context gradient when the caller wants no dX */
     float *dc_head;     /* [n, C] */
     float *work;
+    /* the training step's bar table (NULL: none) and whether the last forward went through it */
+    struct st_cuda_train_table *tt;
+    int tt_used;
 } st_cuda_model;
 
 /* Device bytes of the activations for up to max_windows windows. */
@@ -127,6 +131,49 @@ int st_cuda_model_forward_table(st_cuda_model *m, int n, const float *X, int x_s
 int st_cuda_model_forward_rows(st_cuda_model *m, int n, const float *feat, int feat_stride, const int *feat_row,
                                const float *ctx, int ctx_stride, const float *tab, float *logits, int logits_stride,
                                float *value);
+
+/* The training step's bar table (cuda/vsn_train_table_cuda.h). The
+ * training step's weights change every minibatch, so the action step's
+ * table cannot serve it; but a minibatch's n K rows reference far fewer
+ * distinct bars (8,192 windows of a 96,000-bar market: at most 96,000 of
+ * 524,288 rows), so st_cuda_model_forward_train_table finds them on the
+ * device (each row's bar: bar_rows [n K] device ints in [0, bars), e.g.
+ * st_cuda_window_feature_rows), forms the VSN's per-variable GRN outputs
+ * once a distinct bar and combines each row's v from them; the backward
+ * that follows (st_cuda_model_backward with dX NULL) sums their gradient
+ * per bar and runs the per-variable GRNs' backward over the bars. Logits,
+ * value and every parameter gradient within fp32 rounding of
+ * st_cuda_model_forward + backward (the reductions run in another order);
+ * bit-identical run to run. With dX wanted, or where the table
+ * backward's scratch does not fit the VSN's work (minibatches of a few
+ * dozen rows: st_cuda_vsn_train_table_work_fits), the backward runs the
+ * per-row VSN backward (valid after either forward).
+ * st_cuda_model_train_table_init: once, after st_cuda_model_init; bars
+ * bounds the keys; tab (NULL: allocated) is device storage of tab_floats
+ * floats the model may use for the table (min(max_windows K, bars) x F
+ * Dv floats; the trainer lends the action step's table, rebuilt before
+ * each rollout). Freed by st_cuda_model_free.
+ * st_cuda_model_set_train_table: ST_CUDA_TRAIN_TABLE_AUTO (the default),
+ * _OFF or _ON; st_cuda_model_train_table_wanted says whether a trainer or
+ * bench with minibatches of max_windows windows over a market of bars
+ * feature rows uses it (the trainer passes the global minibatch, not a
+ * rank's share, so that every rank count decides alike; each rank's
+ * index is sized for its own windows): never when off or where the fused
+ * VSN kernels do not take Dv; always else when on; under auto when the
+ * distinct bars expected of uniformly drawn windows, bars (1 - exp(-rows
+ * / bars)), are at most 0.8 of the rows (below that the table's extra
+ * passes, the combine and the per-bar gradient sum, cost more than they
+ * save). */
+#define ST_CUDA_TRAIN_TABLE_AUTO (-1)
+#define ST_CUDA_TRAIN_TABLE_OFF 0
+#define ST_CUDA_TRAIN_TABLE_ON 1
+void st_cuda_model_set_train_table(int mode);
+int st_cuda_model_train_table_wanted(const st_dims *d, int max_windows, long bars);
+int st_cuda_model_train_table_init(st_cuda_model *m, long bars, float *tab, size_t tab_floats);
+/* Device bytes the model allocated for its training table (index, and the table where not lent). */
+size_t st_cuda_model_train_table_bytes(const st_cuda_model *m);
+int st_cuda_model_forward_train_table(st_cuda_model *m, int n, const float *X, int x_stride, const int *bar_rows,
+                                      float *logits, int logits_stride, float *value);
 
 /* Backward of the last forward: parameter gradients are added to m->g; dX
  * (the window's gradient, [n*K, F+C] at row stride dx_stride; NULL: not

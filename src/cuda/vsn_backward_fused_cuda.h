@@ -48,6 +48,28 @@ int st_cuda_vsn_backward_fused(int rows, int F, int Dv, const float *s, int s_st
 int st_cuda_vsn_backward_fused_ds(int rows, int F, int Dv, const st_vsn_fold *fo, const float *scratch,
                                   const float *dh1s, const float *dxs, float *ds, int ds_stride, void *stream);
 
+/* The training step's bar table (cuda/vsn_train_table_cuda.h): the same
+ * kernel over table rows b < min(cap, *nrows) (nrows a device int), row
+ * b's s at s row src_rows[b], with dT [cap, F Dv] (contiguous) as t_j's
+ * upstream gradient in place of alpha_j dv (alpha = 1, no dalpha, no ds
+ * part): adds var_glu_w, var_fc2_w, var_fc2_b, var_ln_w (g) and gg, Q,
+ * Sx, q, X (fr) over the table rows, as st_cuda_vsn_backward_fused does
+ * over window rows. parts: 8-byte aligned device scratch of
+ * st_cuda_vsn_backward_fused_table_doubles(cap, F, Dv) doubles or more.
+ * Dv 8, 16 or 32 (not subject to st_cuda_vsn_set_fused_backward). */
+size_t st_cuda_vsn_backward_fused_table_doubles(int cap, int F, int Dv);
+int st_cuda_vsn_backward_fused_table(int cap, const int *nrows, const int *src_rows, int F, int Dv, const float *s,
+                                     int s_stride, const float *dT, const struct st_vsn_weights_f32 *w,
+                                     const st_vsn_fold *fo, const st_vsn_fold_grads *fr,
+                                     const struct st_vsn_grads_f32 *g, double *parts, size_t parts_doubles,
+                                     void *stream);
+
+/* dlog [rows, F] (row stride F) = the softmax backward from dad [F][rows]
+ * doubles (dalpha_j of each row) and alpha: the fused backward's last
+ * step, for a caller that formed dad itself (the training bar table). */
+int st_cuda_vsn_backward_fused_dlog(int rows, int F, const double *dad, const float *alpha, int alpha_stride,
+                                    float *dlog, void *stream);
+
 /* 1 when st_cuda_vsn_backward_fused takes these sizes with scratch_floats
  * floats of aligned scratch under the current switch (tests ask which
  * path they cover). */

@@ -28,6 +28,8 @@
 
 #include <stddef.h>
 
+#include "cuda/vsn_train_table_cuda.h" /* st_vsn_bar_index */
+
 /* Declared in model/vsn.h (in a float translation unit); named here by tag
  * so that this header does not depend on the includer's precision. */
 struct st_vsn_weights_f32;
@@ -75,6 +77,30 @@ int st_cuda_vsn_forward_rows(int rows, int K, int F, int C, int Dv, const float 
                              const int *feat_row, const float *ctx, int ctx_stride, const struct st_vsn_weights_f32 *w,
                              const float *tab, float *v, int v_stride, float *alpha, int alpha_stride, float *saved,
                              float *work, void *stream);
+
+/* The training step's bar table (cuda/vsn_train_table_cuda.h; ix built
+ * from the rows' bars by st_cuda_vsn_bar_index_build): the forward fills
+ * tab [ix->cap, F Dv] for the minibatch's distinct bars (each from its
+ * first row's s) and combines v per row from it; the same alpha and
+ * `saved` as st_cuda_vsn_forward, v within fp32 rounding of it (the same
+ * t_j expressions, not always the same bits: see the fused kernels). The
+ * backward takes the forward's ix and tab (unchanged since) and adds the
+ * same parameter gradients as st_cuda_vsn_backward_ex (to fp32 rounding:
+ * the per-variable reductions run over bars, not rows) and dc; it forms
+ * no snapshot gradient ds (the training step wants none). Both need
+ * st_cuda_vsn_table_fits(F, Dv); the backward's dT and partials lie in
+ * work's P-wide slots: st_cuda_vsn_train_table_work_fits(rows, F, Dv,
+ * cap). */
+int st_cuda_vsn_forward_train_table(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
+                                    int c_stride, const struct st_vsn_weights_f32 *w, const st_vsn_bar_index *ix,
+                                    float *tab, float *v, int v_stride, float *alpha, int alpha_stride, float *saved,
+                                    float *work, void *stream);
+int st_cuda_vsn_train_table_work_fits(int rows, int F, int Dv, int cap);
+int st_cuda_vsn_backward_train_table(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
+                                     int c_stride, const struct st_vsn_weights_f32 *w, const float *saved,
+                                     const float *dv, int dv_stride, const float *dalpha, int dalpha_stride, float *dc,
+                                     int dc_stride, int dc_accumulate, const struct st_vsn_grads_f32 *g,
+                                     const st_vsn_bar_index *ix, const float *tab, float *work, void *stream);
 
 int st_cuda_vsn_backward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c, int c_stride,
                          const struct st_vsn_weights_f32 *w, const float *saved, const float *dv, int dv_stride,

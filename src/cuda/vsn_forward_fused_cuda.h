@@ -42,6 +42,14 @@ int st_cuda_vsn_forward_fused(int rows, int F, int Dv, const float *s, int s_str
 int st_cuda_vsn_table_fits(int F, int Dv);
 int st_cuda_vsn_table_fill(int rows, int F, int Dv, const float *s, int s_stride, const struct st_vsn_weights_f32 *w,
                            const st_vsn_fold *fo, float *tab, void *stream);
+/* The training step's table (cuda/vsn_train_table_cuda.h): table row b <
+ * min(cap, *nrows) (nrows a device int: the distinct bars of a minibatch,
+ * unknown on the host when a graph is captured) from s row src_rows[b];
+ * the grid is sized for cap, blocks past the count return at once. The
+ * same t_j bits as st_cuda_vsn_table_fill of those s rows. */
+int st_cuda_vsn_table_fill_rows(int cap, const int *nrows, const int *src_rows, int F, int Dv, const float *s,
+                                int s_stride, const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo, float *tab,
+                                void *stream);
 int st_cuda_vsn_table_combine(int rows, int F, int Dv, const float *alpha, int alpha_stride, const float *tab,
                               const int *tab_row, float *v, int v_stride, void *stream);
 

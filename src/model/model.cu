@@ -13,6 +13,7 @@
  * (st_cuda_model_forward_rows): feature rows by index and one context row
  * a window, the selection GRN's ctx product formed once a window. */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ extern "C" {
 #include "cuda/model_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_table_fits */
+#include "cuda/vsn_train_table_cuda.h"
 #include "model/vsn.h" /* st_vsn_weights_f32 / st_vsn_grads_f32 (float build) */
 #include "trace/trace.h" /* label kinds of the tracer hook */
 }
@@ -184,7 +186,20 @@ extern "C" size_t st_cuda_model_activation_bytes(const st_dims *d, int max_windo
     return md_carve(&m, NULL); /* the size pass touches no pointer table */
 }
 
+/* The training step's bar table: its index and table, in one allocation
+ * (mem; the table's part only where none was lent). */
+struct st_cuda_train_table {
+    st_vsn_bar_index ix;
+    float *tab;
+    void *mem;
+    size_t bytes;
+};
+
 extern "C" void st_cuda_model_free(st_cuda_model *m) {
+    if (m->tt) {
+        if (m->tt->mem) cudaFree(m->tt->mem);
+        free(m->tt);
+    }
     if (m->arena) cudaFree(m->arena);
     if (m->views) {
         free(m->views->mix_w);
@@ -277,9 +292,11 @@ struct md_input {
 };
 
 /* The forward, the VSN's v through the bar table tab when it is given
- * (tab_row: each window row's table row; a description's feat_row). */
+ * (tab_row: each window row's table row; a description's feat_row), or
+ * through the training table m->tt (its index built; a window's forward
+ * only) when train_table. */
 static int model_forward(st_cuda_model *m, int n, const md_input &in, const float *tab, const int *tab_row,
-                         float *logits, int logits_stride, float *value) {
+                         int train_table, float *logits, int logits_stride, float *value) {
     const st_dims *d = &m->d;
     const st_cuda_model_views *vw = m->views;
     cudaStream_t st = (cudaStream_t)m->stream;
@@ -294,9 +311,13 @@ static int model_forward(st_cuda_model *m, int n, const md_input &in, const floa
     m->x = X; /* NULL after a forward from a description: no backward (st_cuda_model_backward says so) */
     m->x_stride = x_stride;
     int ph = m->scan_phase;
+    m->tt_used = train_table;
     if (!X)
         ST_TRY(st_cuda_vsn_forward_rows(rows, K, F, C, Dv, in.feat, in.feat_stride, in.feat_row, in.ctx, in.ctx_stride,
                                         &vw->vsn_w, tab, m->vsn_v, Dv, m->vsn_alpha, F, m->vsn_saved, m->work, st));
+    else if (train_table)
+        ST_TRY(st_cuda_vsn_forward_train_table(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, &m->tt->ix,
+                                               m->tt->tab, m->vsn_v, Dv, m->vsn_alpha, F, m->vsn_saved, m->work, st));
     else if (tab)
         ST_TRY(st_cuda_vsn_forward_table(rows, F, C, Dv, X, x_stride, X + F, x_stride, &vw->vsn_w, tab, tab_row,
                                          m->vsn_v, Dv, m->vsn_alpha, F, m->vsn_saved, m->work, st));
@@ -329,7 +350,7 @@ extern "C" int st_cuda_model_forward(st_cuda_model *m, int n, const float *X, in
                                      int logits_stride, float *value) {
     ST_REQUIRE(X, ST_ERR_INPUT, "GPU model forward: no window");
     md_input in = {X, x_stride, NULL, 0, NULL, NULL, 0};
-    return model_forward(m, n, in, NULL, NULL, logits, logits_stride, value);
+    return model_forward(m, n, in, NULL, NULL, 0, logits, logits_stride, value);
 }
 
 extern "C" int st_cuda_model_forward_rows(st_cuda_model *m, int n, const float *feat, int feat_stride,
@@ -342,7 +363,7 @@ extern "C" int st_cuda_model_forward_rows(st_cuda_model *m, int n, const float *
     ST_REQUIRE(d->C == 0 || (ctx && ctx_stride >= d->C), ST_ERR_INPUT,
                "GPU model forward from window rows: no context, or its row stride %d < C = %d", ctx_stride, d->C);
     md_input in = {NULL, 0, feat, feat_stride, feat_row, ctx, ctx_stride};
-    return model_forward(m, n, in, tab, feat_row, logits, logits_stride, value);
+    return model_forward(m, n, in, tab, feat_row, 0, logits, logits_stride, value);
 }
 
 extern "C" int st_cuda_model_table_fits(const st_cuda_model *m) { return st_cuda_vsn_table_fits(m->d.F, m->d.Dv); }
@@ -358,7 +379,67 @@ extern "C" int st_cuda_model_forward_table(st_cuda_model *m, int n, const float 
     ST_REQUIRE(X, ST_ERR_INPUT, "GPU model forward through a bar table: no window");
     ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "GPU model forward through a bar table: no table");
     md_input in = {X, x_stride, NULL, 0, NULL, NULL, 0};
-    return model_forward(m, n, in, tab, tab_row, logits, logits_stride, value);
+    return model_forward(m, n, in, tab, tab_row, 0, logits, logits_stride, value);
+}
+
+static int train_table_mode = ST_CUDA_TRAIN_TABLE_AUTO;
+extern "C" void st_cuda_model_set_train_table(int mode) { train_table_mode = mode; }
+
+extern "C" int st_cuda_model_train_table_wanted(const st_dims *d, int max_windows, long bars) {
+    const double rows = (double)max_windows * d->K;
+    if (train_table_mode == ST_CUDA_TRAIN_TABLE_OFF || !st_cuda_vsn_table_fits(d->F, d->Dv)) return 0;
+    if (bars <= 0 || bars > INT_MAX || max_windows <= 0 || rows > INT_MAX) return 0;
+    if (train_table_mode == ST_CUDA_TRAIN_TABLE_ON) return 1;
+    return (double)bars * -expm1(-rows / (double)bars) <= 0.8 * rows;
+}
+
+extern "C" int st_cuda_model_train_table_init(st_cuda_model *m, long bars, float *tab, size_t tab_floats) {
+    const st_dims *d = &m->d;
+    const long rows_max = (long)m->max_windows * d->K;
+    ST_REQUIRE(!m->tt, ST_ERR_INPUT, "GPU training bar table: the model has one already");
+    ST_REQUIRE(st_cuda_vsn_table_fits(d->F, d->Dv), ST_ERR_INPUT,
+               "GPU training bar table: the fused VSN kernels do not take Dv = %d (8, 16 or 32), or are switched off",
+               d->Dv);
+    ST_REQUIRE(bars > 0 && bars <= INT_MAX && rows_max <= INT_MAX, ST_ERR_INPUT,
+               "GPU training bar table: %ld bars and %ld rows a minibatch (each must be 1..%d)", bars, rows_max,
+               INT_MAX);
+    st_cuda_train_table *tt = (st_cuda_train_table *)calloc(1, sizeof *tt);
+    ST_REQUIRE(tt, ST_ERR_MEMORY, "GPU training bar table: out of host memory");
+    int rc = st_cuda_vsn_bar_index_at(&tt->ix, NULL, (int)rows_max, (int)bars);
+    const size_t P = (size_t)d->F * d->Dv, tab_need = (size_t)tt->ix.cap * P;
+    const int own_tab = !tab || tab_floats < tab_need;
+    tt->bytes = tt->ix.total_bytes + (own_tab ? sizeof(float) * tab_need : 0);
+    cudaError_t e = rc == ST_OK ? cudaMalloc(&tt->mem, tt->bytes) : cudaSuccess;
+    if (rc == ST_OK && e != cudaSuccess) {
+        tt->mem = NULL;
+        rc = ST_FAIL(ST_ERR_DEVICE, "GPU training bar table: cudaMalloc of %zu bytes (index of %ld rows, table of %d "
+                                    "bars): %s",
+                     tt->bytes, rows_max, tt->ix.cap, cudaGetErrorString(e));
+    }
+    if (rc == ST_OK) rc = st_cuda_vsn_bar_index_at(&tt->ix, tt->mem, (int)rows_max, (int)bars);
+    if (rc != ST_OK) {
+        if (tt->mem) cudaFree(tt->mem);
+        free(tt);
+        return rc;
+    }
+    tt->tab = own_tab ? (float *)((char *)tt->mem + tt->ix.total_bytes) : tab;
+    m->tt = tt;
+    return ST_OK;
+}
+
+extern "C" size_t st_cuda_model_train_table_bytes(const st_cuda_model *m) { return m->tt ? m->tt->bytes : 0; }
+
+extern "C" int st_cuda_model_forward_train_table(st_cuda_model *m, int n, const float *X, int x_stride,
+                                                 const int *bar_rows, float *logits, int logits_stride, float *value) {
+    ST_REQUIRE(m->tt, ST_ERR_INPUT, "GPU model forward through the training bar table: none (call "
+                                    "st_cuda_model_train_table_init first)");
+    ST_REQUIRE(X, ST_ERR_INPUT, "GPU model forward through the training bar table: no window");
+    ST_REQUIRE(bar_rows, ST_ERR_INPUT, "GPU model forward through the training bar table: no bar of each row");
+    ST_REQUIRE(n > 0 && n <= m->max_windows, ST_ERR_INPUT,
+               "GPU model forward through the training bar table: %d windows, room for 1..%d", n, m->max_windows);
+    ST_TRY(st_cuda_vsn_bar_index_build(&m->tt->ix, n * m->d.K, bar_rows, m->stream));
+    md_input in = {X, x_stride, NULL, 0, NULL, NULL, 0};
+    return model_forward(m, n, in, NULL, NULL, 1, logits, logits_stride, value);
 }
 
 extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, int dlogits_stride, const float *dvalue,
@@ -396,8 +477,18 @@ extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, in
      * context columns (or scratch), then the w_in and head paths add in. */
     float *dc = dX ? dX + F : m->dc_rows;
     int dc_stride = dX ? dx_stride : C;
-    ST_TRY(st_cuda_vsn_backward(rows, F, C, Dv, m->x, m->x_stride, m->x + F, m->x_stride, &vw->vsn_w, m->vsn_saved,
-                                m->dvc, vcw, dX, dx_stride, dc, dc_stride, 0, &vw->vsn_g, m->work, st));
+    /* The training table's backward (it forms no snapshot gradient) where its dT and partials fit
+     * the VSN's work slots: not below ~43 rows at Dv = 32 (~23 at 16, ~14 at 8), where one split's
+     * partials outweigh the rows; there the per-row backward, valid after either forward. */
+    const int tt_cap = m->tt ? (m->tt->ix.cap < rows ? m->tt->ix.cap : rows) : 0;
+    if (m->tt_used && !dX && st_cuda_vsn_train_table_work_fits(rows, F, Dv, tt_cap))
+        ST_TRY(st_cuda_vsn_backward_train_table(rows, F, C, Dv, m->x, m->x_stride, m->x + F, m->x_stride, &vw->vsn_w,
+                                                m->vsn_saved, m->dvc, vcw, NULL, 0, dc, dc_stride, 0, &vw->vsn_g,
+                                                &m->tt->ix, m->tt->tab, m->work, st));
+    else
+        ST_TRY(st_cuda_vsn_backward(rows, F, C, Dv, m->x, m->x_stride, m->x + F, m->x_stride, &vw->vsn_w,
+                                    m->vsn_saved, m->dvc, vcw, dX, dx_stride, dc, dc_stride, 0, &vw->vsn_g, m->work,
+                                    st));
     md_context_grad_kernel<<<md_blocks((long)rows * C), MD_THREADS, 0, st>>>(rows, K, Dv, C, m->dvc, vcw, m->dc_head,
                                                                              C, dc, dc_stride);
     ST_CUDA_LAUNCHED();

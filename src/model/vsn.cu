@@ -76,6 +76,7 @@ extern "C" {
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_fold_cuda.h"
 #include "cuda/vsn_forward_fused_cuda.h"
+#include "cuda/vsn_train_table_cuda.h"
 #include "model/vsn.h"
 }
 
@@ -1065,10 +1066,12 @@ struct vsn_input {
 };
 
 /* The forward; v from the bar table tab (row tab_row[r] for row r) when
- * tab is given, else from the per-variable GRNs run here. */
+ * tab is given, else from the per-variable GRNs run here. With a training
+ * bar index ix, tab is filled here first (its compact bars from their
+ * first rows' s) and tab_row is ix->crow. */
 static int vsn_forward(int rows, int F, int C, int Dv, const vsn_input &in, const struct st_vsn_weights_f32 *w,
-                       const float *tab, const int *tab_row, float *v, int v_stride, float *alpha, int alpha_stride,
-                       float *saved, float *work, cudaStream_t st) {
+                       const st_vsn_bar_index *ix, float *tab, const int *tab_row, float *v, int v_stride, float *alpha,
+                       int alpha_stride, float *saved, float *work, cudaStream_t st) {
     ST_TRY(vsn_check_sizes(rows, F, C, Dv));
     ST_REQUIRE(!tab || st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
                "VSN through a bar table: Dv = %d is not 8, 16 or 32", Dv);
@@ -1082,6 +1085,11 @@ static int vsn_forward(int rows, int F, int C, int Dv, const vsn_input &in, cons
         ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, in.s, in.s_stride, wk.s));
     ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
     ST_TRY(sel_forward(rows, F, C, Dv, wk.s, F, in.c, in.c_stride, in.c_per, *w, sv, wk, alpha, alpha_stride, st));
+    if (ix) {
+        ST_TRY(st_cuda_vsn_table_fill_rows(ix->cap < rows ? ix->cap : rows, ix->count, ix->first, F, Dv, wk.s, F, w,
+                                           &wk.fo, tab, st));
+        tab_row = ix->crow;
+    }
     if (tab) return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
     /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it
      * (vsn_forward_fused.cu), else the products and gate_combine_kernel */
@@ -1097,7 +1105,7 @@ extern "C" int st_cuda_vsn_forward(int rows, int F, int C, int Dv, const float *
                                    int c_stride, const struct st_vsn_weights_f32 *w, float *v, int v_stride,
                                    float *alpha, int alpha_stride, float *saved, float *work, void *stream) {
     vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
-    return vsn_forward(rows, F, C, Dv, in, w, NULL, NULL, v, v_stride, alpha, alpha_stride, saved, work,
+    return vsn_forward(rows, F, C, Dv, in, w, NULL, NULL, NULL, v, v_stride, alpha, alpha_stride, saved, work,
                        (cudaStream_t)stream);
 }
 
@@ -1115,8 +1123,8 @@ extern "C" int st_cuda_vsn_forward_table(int rows, int F, int C, int Dv, const f
                                          float *saved, float *work, void *stream) {
     ST_REQUIRE(tab && tab_row, ST_ERR_INPUT, "VSN through a bar table: no table");
     vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
-    return vsn_forward(rows, F, C, Dv, in, w, tab, tab_row, v, v_stride, alpha, alpha_stride, saved, work,
-                       (cudaStream_t)stream);
+    return vsn_forward(rows, F, C, Dv, in, w, NULL, (float *)tab, tab_row, v, v_stride, alpha, alpha_stride, saved,
+                       work, (cudaStream_t)stream);
 }
 
 extern "C" int st_cuda_vsn_forward_rows(int rows, int K, int F, int C, int Dv, const float *feat, int feat_stride,
@@ -1130,7 +1138,20 @@ extern "C" int st_cuda_vsn_forward_rows(int rows, int K, int F, int C, int Dv, c
     ST_REQUIRE(C == 0 || (ctx && ctx_stride >= C), ST_ERR_INPUT,
                "VSN from window rows: no context, or its stride %d < C = %d", ctx_stride, C);
     vsn_input in = {feat, feat_stride, feat_row, ctx, ctx_stride, K};
-    return vsn_forward(rows, F, C, Dv, in, w, tab, tab ? feat_row : NULL, v, v_stride, alpha, alpha_stride, saved, work,
+    return vsn_forward(rows, F, C, Dv, in, w, NULL, (float *)tab, tab ? feat_row : NULL, v, v_stride, alpha,
+                       alpha_stride, saved, work, (cudaStream_t)stream);
+}
+
+extern "C" int st_cuda_vsn_forward_train_table(int rows, int F, int C, int Dv, const float *s, int s_stride,
+                                               const float *c, int c_stride, const struct st_vsn_weights_f32 *w,
+                                               const st_vsn_bar_index *ix, float *tab, float *v, int v_stride,
+                                               float *alpha, int alpha_stride, float *saved, float *work,
+                                               void *stream) {
+    ST_REQUIRE(ix && tab, ST_ERR_INPUT, "VSN forward through a training bar table: no index or no table");
+    ST_REQUIRE(rows <= ix->rows_max, ST_ERR_INPUT,
+               "VSN forward through a training bar table: %d rows, the index holds at most %d", rows, ix->rows_max);
+    vsn_input in = {s, s_stride, NULL, c, c_stride, 1};
+    return vsn_forward(rows, F, C, Dv, in, w, ix, tab, NULL, v, v_stride, alpha, alpha_stride, saved, work,
                        (cudaStream_t)stream);
 }
 
@@ -1216,6 +1237,28 @@ static int var_backward(int rows, int F, int Dv, const float *s, int s_stride, c
     return ST_OK;
 }
 
+/* The backward's start: `saved` and `work` laid out, s copied, the folds
+ * recomputed (the forward's calls) and their reductions zeroed. */
+static int bwd_prepare(int rows, int F, int Dv, const float *s, int s_stride, const vsn_w *w, const float *saved,
+                       float *work, cudaStream_t st, vsn_saved *sv, vsn_work *wk) {
+    /* The kernels only read `saved` in the backward. */
+    *sv = saved_at((float *)saved, rows, F, Dv);
+    *wk = work_at(work, rows, F, Dv);
+    ST_TRY(launch_n((size_t)rows * F, st, copy_rows_kernel, rows, F, s, s_stride, wk->s));
+    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk->fo, st));
+    return st_cuda_vsn_fold_grads_zero(F, Dv, &wk->fr, st);
+}
+
+/* The fused paths' end, once dlog and the per-variable reductions are
+ * made: ln_b's product, the selection GRN, the folds. */
+static int bwd_finish(int rows, int F, int C, int Dv, const float *c, int c_stride, const vsn_w *w, const vsn_g *g,
+                      const vsn_saved &sv, const vsn_work &wk, const float *dv, int dv_stride, float *dc, int dc_stride,
+                      int dc_accumulate, cudaStream_t st) {
+    ST_TRY(st_cuda_gemm(1, 0, F, Dv, rows, 1.0f, sv.alpha, F, dv, dv_stride, 1.0f, g->var_ln_b, Dv, st));
+    ST_TRY(sel_backward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
+    return st_cuda_vsn_fold_backward(F, Dv, w, &wk.fr, g, st);
+}
+
 extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,
                                        int c_stride, const struct st_vsn_weights_f32 *w, const float *saved,
                                        const float *dv, int dv_stride, const float *dalpha, int dalpha_stride,
@@ -1225,24 +1268,19 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     if (rows == 0) return ST_OK;
     cudaStream_t st = (cudaStream_t)stream;
     const size_t R = (size_t)rows;
-    /* The kernels only read `saved` in the backward. */
-    vsn_saved sv = saved_at((float *)saved, rows, F, Dv);
-    vsn_work wk = work_at(work, rows, F, Dv);
-    /* Recompute the folds and the per-variable GRNs' activations: the forward's calls. */
-    ST_TRY(launch_n(R * F, st, copy_rows_kernel, rows, F, s, s_stride, wk.s));
-    ST_TRY(st_cuda_vsn_fold(F, Dv, w, &wk.fo, st));
+    /* Recompute the folds (and below the per-variable GRNs' activations): the forward's calls. */
+    vsn_saved sv;
+    vsn_work wk;
+    ST_TRY(bwd_prepare(rows, F, Dv, s, s_stride, w, saved, work, st, &sv, &wk));
     /* For Dv in {8, 16, 32}: the per-variable GRNs' recomputation and backward, dlog and their
      * reductions in one kernel (vsn_backward_fused.cu; its scratch the P-wide slots, dx .. x, 6P a
      * row), then ln_b's product, the selection GRN, the folds and ds */
     int fused = 0;
-    ST_TRY(st_cuda_vsn_fold_grads_zero(F, Dv, &wk.fr, st));
     ST_TRY(st_cuda_vsn_backward_fused(rows, F, Dv, wk.s, F, sv.alpha, F, dv, dv_stride, dalpha, dalpha_stride, w,
                                       &wk.fo, &wk.fr, g, wk.dlog, ds != NULL, wk.dx, 6 * R * (size_t)F * Dv, st,
                                       &fused));
     if (fused) {
-        ST_TRY(st_cuda_gemm(1, 0, F, Dv, rows, 1.0f, sv.alpha, F, dv, dv_stride, 1.0f, g->var_ln_b, Dv, st));
-        ST_TRY(sel_backward(rows, F, C, Dv, wk.s, F, c, c_stride, *w, *g, sv, wk, dc, dc_stride, dc_accumulate, st));
-        ST_TRY(st_cuda_vsn_fold_backward(F, Dv, w, &wk.fr, g, st));
+        ST_TRY(bwd_finish(rows, F, C, Dv, c, c_stride, w, g, sv, wk, dv, dv_stride, dc, dc_stride, dc_accumulate, st));
         if (ds) ST_TRY(st_cuda_vsn_backward_fused_ds(rows, F, Dv, &wk.fo, wk.dx, wk.dh1s, wk.dxs, ds, ds_stride, st));
         return ST_OK;
     }
@@ -1254,6 +1292,55 @@ extern "C" int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const flo
     ST_TRY(st_cuda_vsn_fold_backward(F, Dv, w, &wk.fr, g, st));
     if (ds) ST_TRY(st_cuda_vsn_fold_ds(rows, F, Dv, w, &wk.fo, wk.dx, wk.a.h2, wk.dh1s, wk.dxs, ds, ds_stride, st));
     return ST_OK;
+}
+
+/* The training bar table's scratch in the P-wide slots of `work` (from
+ * wk.dx, 6 P floats a row, which the table backward uses for nothing
+ * else): dad [F][rows] doubles, the fused kernel's partials, then dT [cap,
+ * P] floats. 0 when they do not fit. */
+static size_t tt_scratch_floats(int rows, int F, int Dv, int cap) {
+    const size_t dad = 2 * (size_t)F * rows, parts = 2 * st_cuda_vsn_backward_fused_table_doubles(cap, F, Dv);
+    return dad + parts + (size_t)cap * F * Dv;
+}
+
+extern "C" int st_cuda_vsn_train_table_work_fits(int rows, int F, int Dv, int cap) {
+    return tt_scratch_floats(rows, F, Dv, cap) <= 6 * (size_t)rows * F * Dv;
+}
+
+extern "C" int st_cuda_vsn_backward_train_table(int rows, int F, int C, int Dv, const float *s, int s_stride,
+                                                const float *c, int c_stride, const struct st_vsn_weights_f32 *w,
+                                                const float *saved, const float *dv, int dv_stride,
+                                                const float *dalpha, int dalpha_stride, float *dc, int dc_stride,
+                                                int dc_accumulate, const struct st_vsn_grads_f32 *g,
+                                                const st_vsn_bar_index *ix, const float *tab, float *work,
+                                                void *stream) {
+    ST_TRY(vsn_check_sizes(rows, F, C, Dv));
+    ST_REQUIRE(ix && tab, ST_ERR_INPUT, "VSN backward through a training bar table: no index or no table");
+    ST_REQUIRE(rows <= ix->rows_max, ST_ERR_INPUT,
+               "VSN backward through a training bar table: %d rows, the index holds at most %d", rows, ix->rows_max);
+    /* a call's distinct bars are at most its rows: dT and the grid for min(cap, rows) */
+    const int cap = ix->cap < rows ? ix->cap : rows;
+    ST_REQUIRE(st_cuda_vsn_train_table_work_fits(rows, F, Dv, cap), ST_ERR_INPUT,
+               "VSN backward through a training bar table: dT (%d bars x %d floats) and the partials do not fit the "
+               "work slots of %d rows",
+               cap, F * Dv, rows);
+    if (rows == 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t R = (size_t)rows;
+    vsn_saved sv;
+    vsn_work wk;
+    ST_TRY(bwd_prepare(rows, F, Dv, s, s_stride, w, saved, work, st, &sv, &wk));
+    /* dalpha per row and dT per bar, then the per-variable GRNs' backward over the bars from dT */
+    double *dad = reinterpret_cast<double *>(wk.dx), *parts = dad + R * F;
+    const size_t parts_d = st_cuda_vsn_backward_fused_table_doubles(cap, F, Dv);
+    float *dT = reinterpret_cast<float *>(parts + parts_d);
+    ST_TRY(st_cuda_vsn_train_table_grad(ix, rows, F, Dv, tab, sv.alpha, F, dv, dv_stride, dalpha, dalpha_stride, dad,
+                                        dT, st));
+    ST_TRY(st_cuda_vsn_backward_fused_table(cap, ix->count, ix->first, F, Dv, wk.s, F, dT, w, &wk.fo, &wk.fr, g,
+                                            parts, parts_d, st));
+    ST_TRY(st_cuda_vsn_backward_fused_dlog(rows, F, dad, sv.alpha, F, wk.dlog, st));
+    /* as the fused path from here (no ds) */
+    return bwd_finish(rows, F, C, Dv, c, c_stride, w, g, sv, wk, dv, dv_stride, dc, dc_stride, dc_accumulate, st);
 }
 
 extern "C" int st_cuda_vsn_backward(int rows, int F, int C, int Dv, const float *s, int s_stride, const float *c,

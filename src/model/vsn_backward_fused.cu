@@ -129,6 +129,11 @@ struct bwd_args {
     double *dad;   /* dalpha_j [F][rows] */
     double *dsv;   /* the ds part [F][rows], or NULL */
     double *parts; /* [splits][F][NP] */
+    /* the table mode (st_cuda_vsn_backward_fused_table): row r's s is s row src_rows[r], alpha is
+     * NULL (1: dv is t_j's own gradient dT, variable j's at dv + j dv_jstride), dad NULL, and the
+     * rows end at min(rows, *nrows) (a device count; the tiles are split over it). NULL / 0: none */
+    const int *src_rows, *nrows;
+    int dv_jstride;
 };
 
 __device__ static inline float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
@@ -229,8 +234,11 @@ __device__ static inline void bwd_outer(const float *X, const float *Y, double *
     }
 }
 
-/* __launch_bounds__: 128 registers a thread, two 256-thread blocks an SM. */
-template <int DV> static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_bwd_fused_kernel(bwd_args a) {
+/* __launch_bounds__: 128 registers a thread, two 256-thread blocks an SM.
+ * TT: the training table's mode (bwd_args); false: the window rows, with
+ * the expressions (and registers) the kernel had before that mode. */
+template <int DV, bool TT>
+static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_bwd_fused_kernel(bwd_args a) {
     typedef bwd_shape<DV> S;
     constexpr int T = S::T, CG = S::CG, RG = S::RG, R = S::R, LDW = S::LDW, LDH = S::LDH, LDG = S::LDG;
     extern __shared__ float4 bwd_smem4[];
@@ -266,16 +274,18 @@ template <int DV> static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_
         for (int i = tid; i < S::W * S::NCOL; i += T)
             col[i] = 0;
     }
+    const int rows = TT ? min(*a.nrows, a.rows) : a.rows;
     long t0, t1;
-    st_rowsplit_range(a.ntiles, a.splits, sp, &t0, &t1);
+    st_rowsplit_range(TT ? ((long)rows + R - 1) / R : a.ntiles, a.splits, sp, &t0, &t1);
     for (long tile = t0; tile < t1; tile++) {
         const size_t row0 = (size_t)tile * R;
         __syncthreads(); /* the previous tile is done with every buffer (the first: weights staged) */
         for (int i = tid; i < R; i += T) {
             const size_t row = row0 + i;
-            const bool in = row < (size_t)a.rows;
-            ss[i] = in ? a.s[row * (size_t)a.s_stride + j] : 0.0f;
-            as[i] = in ? a.alpha[row * (size_t)a.alpha_stride + j] : 0.0f;
+            const bool in = row < (size_t)(TT ? rows : a.rows);
+            const size_t src = TT && in ? (size_t)a.src_rows[row] : row;
+            ss[i] = in ? a.s[src * (size_t)a.s_stride + j] : 0.0f;
+            as[i] = !in ? 0.0f : TT ? 1.0f : a.alpha[row * (size_t)a.alpha_stride + j];
             das[i] = in && a.dalpha ? a.dalpha[row * (size_t)a.dalpha_stride + j] : 0.0f;
         }
         __syncthreads();
@@ -343,7 +353,10 @@ template <int DV> static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_
                 float x[4], g1[4], sg[4], dvr[4]; /* dv of the row's columns, 0 past the end */
 #pragma unroll
                 for (int c = 0; c < 4; c++)
-                    dvr[c] = row < (size_t)a.rows ? __ldg(a.dv + row * (size_t)a.dv_stride + cg + CG * c) : 0.0f;
+                    dvr[c] = row < (size_t)(TT ? rows : a.rows)
+                                 ? __ldg(a.dv + row * (size_t)a.dv_stride + (TT ? (size_t)j * a.dv_jstride : 0) + cg +
+                                         CG * c)
+                                 : 0.0f;
                 double sum = 0;
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
@@ -393,7 +406,7 @@ template <int DV> static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_
                 ex = row_sum<CG>(ex);
                 if (cg == 0) {
                     dsx[r] = ex;
-                    if (row < (size_t)a.rows) a.dad[(size_t)j * a.rows + row] = da;
+                    if (!TT && row < (size_t)a.rows) a.dad[(size_t)j * a.rows + row] = da;
                 }
             }
             warp_cols_add<CG>(cw, colw + S::CLNW * DV, cg, CG, lane);
@@ -481,7 +494,7 @@ template <int DV> static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_
                 }
                 e = row_sum<CG>(e);
                 const size_t row = row0 + r;
-                if (cg == 0 && a.dsv && row < (size_t)a.rows) a.dsv[(size_t)j * a.rows + row] = dsx[r] + e;
+                if (!TT && cg == 0 && a.dsv && row < (size_t)a.rows) a.dsv[(size_t)j * a.rows + row] = dsx[r] + e;
             }
             warp_cols_add<CG>(cq, colw + S::CQ1 * DV, 4 * cg, 1, lane);
             warp_cols_add<CG>(cqs, colw + S::CQS * DV, 4 * cg, 1, lane);
@@ -585,13 +598,13 @@ extern "C" int st_cuda_vsn_backward_fused_fits(int rows, int F, int Dv, size_t s
     return bwd_splits(rows, F, Dv, scratch_floats) > 0;
 }
 
-template <int DV> static int bwd_launch(const bwd_args &a, cudaStream_t st) {
+template <int DV, bool TT = false> static int bwd_launch(const bwd_args &a, cudaStream_t st) {
     typedef bwd_shape<DV> S;
     const size_t bytes = S::BYTES;
     if (bytes > 49152)
-        ST_CUDA_TRY(cudaFuncSetAttribute(vsn_bwd_fused_kernel<DV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        ST_CUDA_TRY(cudaFuncSetAttribute(vsn_bwd_fused_kernel<DV, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)bytes));
-    vsn_bwd_fused_kernel<DV><<<dim3((unsigned)a.F, (unsigned)a.splits), S::T, bytes, st>>>(a);
+    vsn_bwd_fused_kernel<DV, TT><<<dim3((unsigned)a.F, (unsigned)a.splits), S::T, bytes, st>>>(a);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
@@ -630,7 +643,57 @@ extern "C" int st_cuda_vsn_backward_fused(int rows, int F, int Dv, const float *
         ST_TRY(bwd_launch<32>(a, st));
     bwd_finish_kernel<<<blocks_of((size_t)F * partial_doubles(Dv)), 256, 0, st>>>(F, Dv, a.splits, a.parts, *g, *fr);
     ST_CUDA_LAUNCHED();
-    bwd_dlog_kernel<<<blocks_of((size_t)rows), 256, 0, st>>>(rows, F, a.dad, alpha, alpha_stride, dlog);
+    return st_cuda_vsn_backward_fused_dlog(rows, F, a.dad, alpha, alpha_stride, dlog, st);
+}
+
+extern "C" size_t st_cuda_vsn_backward_fused_table_doubles(int cap, int F, int Dv) {
+    const long ntiles = (cap + tile_rows(Dv) - 1) / tile_rows(Dv);
+    const long sp = ntiles < VSNB_SPLITS ? ntiles : VSNB_SPLITS;
+    return (size_t)(sp > 0 ? sp : 1) * F * partial_doubles(Dv);
+}
+
+extern "C" int st_cuda_vsn_backward_fused_table(int cap, const int *nrows, const int *src_rows, int F, int Dv,
+                                                const float *s, int s_stride, const float *dT,
+                                                const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo,
+                                                const st_vsn_fold_grads *fr, const struct st_vsn_grads_f32 *g,
+                                                double *parts, size_t parts_doubles, void *stream) {
+    ST_REQUIRE(Dv == 8 || Dv == 16 || Dv == 32, ST_ERR_INPUT,
+               "VSN training bar table backward: Dv = %d is not 8, 16 or 32 (the fused kernel's tiles)", Dv);
+    ST_REQUIRE(F > 0 && nrows && src_rows && dT && parts, ST_ERR_INPUT,
+               "VSN training bar table backward: F=%d, or no device count, source rows, dT or partials", F);
+    ST_REQUIRE(((uintptr_t)parts & 7) == 0, ST_ERR_INPUT,
+               "VSN training bar table backward: the partials' scratch is not 8-byte aligned");
+    const size_t need = st_cuda_vsn_backward_fused_table_doubles(cap, F, Dv);
+    ST_REQUIRE(parts_doubles >= need, ST_ERR_INPUT,
+               "VSN training bar table backward: %zu doubles of scratch for the partials, %zu needed", parts_doubles,
+               need);
+    if (cap <= 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.rows = cap, a.F = F, a.s_stride = s_stride, a.dv_stride = F * Dv, a.dv_jstride = Dv;
+    a.ntiles = (cap + tile_rows(Dv) - 1) / tile_rows(Dv);
+    a.splits = (int)(need / ((size_t)F * partial_doubles(Dv)));
+    a.s = s, a.dv = dT, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w;
+    a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg, a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w;
+    a.lnb = w->var_ln_b;
+    a.parts = parts, a.src_rows = src_rows, a.nrows = nrows;
+    if (Dv == 8)
+        ST_TRY((bwd_launch<8, true>(a, st)));
+    else if (Dv == 16)
+        ST_TRY((bwd_launch<16, true>(a, st)));
+    else
+        ST_TRY((bwd_launch<32, true>(a, st)));
+    bwd_finish_kernel<<<blocks_of((size_t)F * partial_doubles(Dv)), 256, 0, st>>>(F, Dv, a.splits, a.parts, *g, *fr);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+extern "C" int st_cuda_vsn_backward_fused_dlog(int rows, int F, const double *dad, const float *alpha,
+                                               int alpha_stride, float *dlog, void *stream) {
+    if (rows <= 0) return ST_OK;
+    bwd_dlog_kernel<<<blocks_of((size_t)rows), 256, 0, (cudaStream_t)stream>>>(rows, F, dad, alpha, alpha_stride,
+                                                                              dlog);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -107,17 +107,32 @@ template <int DV, int T> struct fused_shape {
 
 struct fused_args {
     int rows, F, s_stride, alpha_stride, v_stride;
-    const float *s, *alpha, *W2, *Wg, *U, *V, *Vg, *ew, *eb, *lnw, *lnb;
-    float *v;   /* the combine's output (v mode) */
-    float *tab; /* table mode: every t_j, row r's at tab + r F Dv (alpha unread) */
+    /* the table mode reads neither alpha nor v: their slots hold, for a training minibatch's
+     * bars (st_cuda_vsn_table_fill_rows), src_rows (table row r's s is s row src_rows[r]) and
+     * nrows (the rows end at min(rows, *nrows), a device count); NULL: none. (Unions, not two
+     * more fields: a larger argument block cost the v mode's Dv = 16 kernel 20 bytes of spills.) */
+    const float *s;
+    union {
+        const float *alpha;
+        const int *src_rows;
+    };
+    const float *W2, *Wg, *U, *V, *Vg, *ew, *eb, *lnw, *lnb;
+    union {
+        float *v; /* the combine's output (v mode) */
+        const int *nrows;
+    };
+    float *tab; /* table mode: every t_j, row r's at tab + r F Dv */
 };
+
+/* The rows a launch covers: a.rows, or the device count where there is one. */
+__device__ static inline int fused_rows(const fused_args &a) { return a.nrows ? min(*a.nrows, a.rows) : a.rows; }
 
 /* Asynchronous copies of variable j's weights, vectors and the tile's s
  * and alpha into a stage (4-byte copies: the callers' buffers carry no
  * 16-byte alignment); rows past the end get s = alpha = 0 (finite values
  * that are computed and never written). */
 template <int DV, int T, bool TAB>
-__device__ static void fused_stage(const fused_args &a, int j, size_t row0, float *st) {
+__device__ static void fused_stage(const fused_args &a, int rows, int j, size_t row0, float *st) {
     typedef fused_shape<DV, T> S;
     const int tid = threadIdx.x;
     const float *W2 = a.W2 + (size_t)j * DV * DV, *Wg = a.Wg + (size_t)j * 2 * DV * DV;
@@ -142,11 +157,12 @@ __device__ static void fused_stage(const fused_args &a, int j, size_t row0, floa
     for (int i = tid; i < (TAB ? 1 : 2) * S::R; i += T) { /* table mode: no alpha */
         const int r = i % S::R;
         const size_t row = row0 + r;
-        if (row >= (size_t)a.rows)
+        if (row >= (size_t)(TAB ? rows : a.rows)) /* v mode: a.rows, as it was (no register held) */
             st[i < S::R ? S::S + r : S::A + r] = 0.0f;
-        else if (i < S::R)
-            __pipeline_memcpy_async(st + S::S + r, a.s + row * (size_t)a.s_stride + j, sizeof(float));
-        else
+        else if (i < S::R) {
+            const size_t src = TAB && a.src_rows ? (size_t)a.src_rows[row] : row;
+            __pipeline_memcpy_async(st + S::S + r, a.s + src * (size_t)a.s_stride + j, sizeof(float));
+        } else
             __pipeline_memcpy_async(st + S::A + r, a.alpha + row * (size_t)a.alpha_stride + j, sizeof(float));
     }
     __pipeline_commit();
@@ -187,13 +203,15 @@ template <int DV, int T, bool TAB> static __global__ void __launch_bounds__(T, 5
     float *h1s = sm + S::H1, *h2s = sm + S::H2;
     const int tid = threadIdx.x, cg = tid % CG, rg = tid / CG;
     const size_t row0 = (size_t)blockIdx.x * S::R;
+    const int rows = TAB ? fused_rows(a) : 0; /* v mode: a.rows wherever it is read, as before */
+    if (TAB && row0 >= (size_t)rows) return; /* past the device count: the whole block */
     double acc[4][4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             acc[i][c] = 0;
-    fused_stage<DV, T, TAB>(a, 0, row0, sm);
+    fused_stage<DV, T, TAB>(a, rows, 0, row0, sm);
     for (int j = 0; j < a.F; j++) {
         const float *st = sm + (j & 1) * S::STAGE, *vec = st + S::VEC;
         /* variable j's stage has landed, and every thread is past variable
@@ -201,7 +219,7 @@ template <int DV, int T, bool TAB> static __global__ void __launch_bounds__(T, 5
         __pipeline_wait_prior(0);
         __syncthreads();
         if (j + 1 < a.F)
-            fused_stage<DV, T, TAB>(a, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
+            fused_stage<DV, T, TAB>(a, rows, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
         else
             __pipeline_commit(); /* an empty group: the wait above stays uniform */
         /* 1. h1 = ELU(s U + V), a float4 of one row each step (st_cuda_vsn_rank1's expression) */
@@ -308,7 +326,7 @@ template <int DV, int T, bool TAB> static __global__ void __launch_bounds__(T, 5
                 const float t = xhat_of(x[i][c], mean, rstd) * vec[S::LNW * DV + o] + vec[S::LNB * DV + o];
                 if (!TAB)
                     acc[i][c] += aj * (double)t;
-                else if (row < (size_t)a.rows)
+                else if (row < (size_t)(TAB ? rows : a.rows))
                     a.tab[row * (size_t)a.F * DV + (size_t)j * DV + o] = t;
             }
         }
@@ -374,21 +392,35 @@ extern "C" int st_cuda_vsn_table_fits(int F, int Dv) {
     return fused_mode != ST_CUDA_VSN_UNFUSED && (Dv == 8 || Dv == 16 || Dv == 32) && F > 0;
 }
 
-extern "C" int st_cuda_vsn_table_fill(int rows, int F, int Dv, const float *s, int s_stride,
-                                      const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo, float *tab,
-                                      void *stream) {
+/* The table mode over rows table rows (stopping at *nrows where given),
+ * row r's s at s row src_rows[r] (NULL: r). */
+static int table_fill(int rows, const int *nrows, const int *src_rows, int F, int Dv, const float *s, int s_stride,
+                      const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo, float *tab, cudaStream_t st) {
     ST_REQUIRE(st_cuda_vsn_table_fits(F, Dv), ST_ERR_INPUT,
                "VSN bar table: Dv = %d is not 8, 16 or 32 (or the fused kernel is off)", Dv);
     if (rows <= 0) return ST_OK;
     fused_args a;
     memset(&a, 0, sizeof a);
-    a.rows = rows, a.F = F, a.s_stride = s_stride;
+    a.rows = rows, a.F = F, a.s_stride = s_stride, a.src_rows = src_rows, a.nrows = nrows;
     a.s = s, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w, a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg;
     a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w, a.lnb = w->var_ln_b, a.tab = tab;
-    cudaStream_t st = (cudaStream_t)stream;
     if (Dv == 8) return fused_launch<8, 256, true>(a, st);
     if (Dv == 16) return fused_launch<16, 256, true>(a, st);
     return fused_launch<32, 256, true>(a, st);
+}
+
+extern "C" int st_cuda_vsn_table_fill(int rows, int F, int Dv, const float *s, int s_stride,
+                                      const struct st_vsn_weights_f32 *w, const st_vsn_fold *fo, float *tab,
+                                      void *stream) {
+    return table_fill(rows, NULL, NULL, F, Dv, s, s_stride, w, fo, tab, (cudaStream_t)stream);
+}
+
+extern "C" int st_cuda_vsn_table_fill_rows(int cap, const int *nrows, const int *src_rows, int F, int Dv,
+                                           const float *s, int s_stride, const struct st_vsn_weights_f32 *w,
+                                           const st_vsn_fold *fo, float *tab, void *stream) {
+    ST_REQUIRE(nrows && src_rows, ST_ERR_INPUT,
+               "VSN training bar table fill: no device count or no source rows (the bar index's count and first)");
+    return table_fill(cap, nrows, src_rows, F, Dv, s, s_stride, w, fo, tab, (cudaStream_t)stream);
 }
 
 /* A warp per row, lane c < Dv its column (Dv <= 32): acc += alpha[r, j]

@@ -132,13 +132,15 @@ static int label_scanned(const st_cuda_trainer *t, int phase, int kind, int inde
 /* The forward of n device (instrument, bar, context) triples into
  * t->logits [n, A] and t->value [n], scans under phase. The training
  * phase builds the windows and runs the window forward (its backward needs
- * them). The action phase builds none: the windows' feature-row index
- * (n K ints), then the forward from it and ctx (st_cuda_model_forward_rows),
- * through the bar table once run_update has built it (the same bits with
- * and without). Its act_window label has no buffer of its own any more:
- * where that label is scanned (full mode, or an injection at it) the
- * window is built here for the scan alone, the same values the forward
- * reads (an injection into it trips the label but reaches no later one). */
+ * them), through the training bar table where it has one (mb_rows,
+ * alloc_train_table). The action phase builds none: the windows'
+ * feature-row index (n K ints), then the forward from it and ctx
+ * (st_cuda_model_forward_rows), through the bar table once run_update has
+ * built it (the same bits with and without). Its act_window label has no
+ * buffer of its own any more: where that label is scanned (full mode, or
+ * an injection at it) the window is built here for the scan alone, the
+ * same values the forward reads (an injection into it trips the label but
+ * reaches no later one). */
 static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst, const int *bar, const float *ctx) {
     const st_dims *d = &t->host.cfg.dims;
     int ws = st_row_width(d);
@@ -149,10 +151,14 @@ static int forward_windows(st_cuda_trainer *t, int phase, int n, const int *inst
         ST_TRY(scan_label(t, phase, ST_TK_WINDOW, 0, t->win, (int64_t)n * d->K, ws, ws, 0));
     }
     t->model.scan_phase = phase;
-    if (!act) return st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
-    ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, t->act_row, t->stream));
-    return st_cuda_model_forward_rows(&t->model, n, t->feat.data, t->feat.F, t->act_row, ctx, d->C,
-                                      t->tab_built ? t->tab : NULL, t->logits, d->A, t->value);
+    /* each window row's feature row: the action step's observation, or the training table's bars */
+    int *rows = act ? t->act_row : t->mb_rows;
+    if (rows) ST_TRY(st_cuda_window_feature_rows(n, d->K, &t->feat, inst, bar, rows, t->stream));
+    if (act)
+        return st_cuda_model_forward_rows(&t->model, n, t->feat.data, t->feat.F, rows, ctx, d->C,
+                                          t->tab_built ? t->tab : NULL, t->logits, d->A, t->value);
+    if (rows) return st_cuda_model_forward_train_table(&t->model, n, t->win, ws, rows, t->logits, d->A, t->value);
+    return st_cuda_model_forward(&t->model, n, t->win, ws, t->logits, d->A, t->value);
 }
 
 /* This rank's B = t->Bl instances step; the rollout slot t of the rank's
@@ -398,6 +404,21 @@ static int alloc_bar_table(st_cuda_trainer *t) {
     return ST_OK;
 }
 
+/* The training step's bar table where st_cuda_model_train_table_wanted
+ * says so, lent the action step's table where there is one (the training
+ * step overwrites it; run_update builds it again before each rollout).
+ * Decided from the global minibatch (h->mb), not this rank's ml = mb /
+ * world windows: every rank count takes the same path (the same
+ * reductions, per bar or per row), as one GPU does, so test_cuda_dist's
+ * N ranks against one GPU compare like with like. */
+static int alloc_train_table(st_cuda_trainer *t) {
+    const st_dims *d = &t->host.cfg.dims;
+    if (!st_cuda_model_train_table_wanted(d, t->host.mb, t->feat.rows)) return ST_OK;
+    DALLOC(t->mb_rows, (size_t)t->mw * d->K);
+    size_t tab_floats = t->tab ? (size_t)t->feat.rows * d->F * d->Dv : 0;
+    return st_cuda_model_train_table_init(&t->model, t->feat.rows, t->tab, tab_floats);
+}
+
 int st_cuda_trainer_init(st_cuda_trainer *t, const st_train_config *cfg, const st_market *m) {
     return st_cuda_trainer_init_dist(t, cfg, m, NULL);
 }
@@ -442,6 +463,7 @@ int st_cuda_trainer_init_dist(st_cuda_trainer *t, const st_train_config *cfg, co
     t->model.scan = model_scan;
     t->model.scan_ctx = t;
     ST_TRY(alloc_bar_table(t));
+    ST_TRY(alloc_train_table(t));
     /* One eager forward before any capture: the cuBLAS handle and its
      * workspace are made on first use, which a capture cannot record. */
     ST_TRY(forward_windows(t, ST_PHASE_ACT, t->Bl, t->env.dev.inst, t->env.dev.bar, t->ctx));
@@ -471,7 +493,8 @@ void st_cuda_trainer_free(st_cuda_trainer *t) {
                     t->mb_ctx,    t->mb_logp,  t->mb_value,  t->mb_ret,    t->mb_adv,   t->win,      t->logits,
                     t->value,     t->dlogits,  t->dvalue,    t->loss_work, t->norm_work, t->gather_work,
                     t->stats_work, t->stats1,  t->stats,     t->gnorm1,    t->gnorm,    t->rstats,
-                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->act_row};
+                    t->g_env,     t->g_ctx,    t->g_word,    t->tab,      t->act_row,
+                    t->mb_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaFree(bufs[i]);
     void *pinned[] = {t->h_ctrl, t->h_perm, t->h_stats, t->h_gnorm, t->h_rstats};

@@ -111,6 +111,10 @@ typedef struct {
     int *act_row;
     float *tab;
     int tab_built;
+    /* the training step's bar table (cuda/model_cuda.h, st_cuda_model_train_table_wanted; it
+     * borrows tab's storage where there is one): mb_rows [mw K] each minibatch row's feature
+     * row, NULL when the training step runs the VSN a row */
+    int *mb_rows;
     /* the minibatch [mw] */
     int *mb_inst, *mb_bar, *mb_action;
     float *mb_ctx, *mb_logp, *mb_value, *mb_ret, *mb_adv;

@@ -14,7 +14,9 @@
  *     1e-4; the last rollout's actions are the same (mapped through the
  *     gathered layout), the environments' state (gathered to the host as
  *     a checkpoint takes it) is the one-GPU run's bit for bit, the loss
- *     statistics within 1e-5; 4 and 8 ranks likewise (6 updates);
+ *     statistics within 1e-5; every rank takes the training bar table
+ *     (st_cuda_model_train_table_wanted) where one GPU does; 4 and 8 ranks
+ *     likewise (6 updates);
  *  2. B or the minibatch not divisible by the ranks: ST_ERR_INPUT naming it;
  *  3. the tracer: an injection on rank 1 only; both ranks stop with
  *     ST_ERR_NUMERIC at the same update, rank 1 names the injected label,
@@ -311,6 +313,11 @@ static void against_one_gpu(const st_market *m, int world, int updates) {
             CHECK(memcmp(wr, w0, sizeof(float) * P) == 0, "rank %d's weights differ from rank 0's", r);
             free(wr);
         }
+        /* the training bar table is decided from the global minibatch: every rank as one GPU */
+        for (int r = 0; r < world; r++)
+            CHECK((runs[r].t.mb_rows != NULL) == (one.mb_rows != NULL),
+                  "rank %d of %d %s the training bar table and one GPU %s (decided from a rank's share?)", r, world,
+                  runs[r].t.mb_rows ? "takes" : "does not take", one.mb_rows ? "does" : "does not");
         double dw = rel_err(w0, w1, P);
         printf("  weights: relative difference %.3e (bound 1e-5); AdamW m %.3e, v %.3e\n", dw, rel_err(m0, m1, P),
                rel_err(v0, v1, P));

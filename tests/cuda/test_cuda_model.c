@@ -27,6 +27,16 @@
  * the window's description, no window (case 8, md_rows_case): within 1e-5
  * (bf16 2e-2) of the window forward on the builder's windows, with and
  * without the table the same bits.
+ * The training step's bar table (case 9, md_train_table_case): forward +
+ * backward (dX not wanted, as the training step) through
+ * st_cuda_model_forward_train_table against the per-row path on the same
+ * inputs: logits, value and every parameter gradient within 1e-5 (fp32)
+ * or 2e-2 (bf16) relative; outputs poisoned before each run; windows that
+ * overlap (repeated bars, whole repeated windows: bars of many rows; and
+ * a market of K bars, every window the same), and every row's bar
+ * distinct; two runs through the table give the same
+ * bits; a second minibatch of other bars through the same index after the
+ * first (the index and table rebuilt, no state carried).
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -569,6 +579,141 @@ done:
     dev_free(w), dev_free(g), dev_free(tab);
     md_free(&h);
 }
+
+/* The feature rows of case 9: `overlap` 1: n windows of K consecutive bars
+ * over `bars` bars at random ends, windows 1 and 2 the same (a bar of many
+ * rows), window 0 at the first bars; 0: every row a bar of its own, in a
+ * shuffled order (bars >= rows). X's snapshot columns copied from feat. */
+static void tt_rows(md_data *h, const float *feat, int bs, const float *ctx, int bars, int overlap, uint64_t u,
+                    int *bar_rows) {
+    const int K = h->d.K, F = h->d.F, C = h->d.C, n = h->n;
+    for (int r = 0; r < h->rows; r++)
+        bar_rows[r] = r;
+    for (int b = 0; b < n; b++) {
+        u = u * 6364136223846793005u + 1442695040888963407u;
+        int end = K - 1 + (int)((u >> 33) % (uint64_t)(bars - K + 1));
+        if (b == 0) end = K - 1;
+        for (int k = 0; k < K; k++) {
+            int r = b * K + k;
+            if (overlap) bar_rows[r] = b == 2 ? bar_rows[K + k] : end - K + 1 + k;
+        }
+    }
+    if (!overlap)
+        for (int r = h->rows - 1; r > 0; r--) { /* Fisher-Yates over the rows' distinct bars */
+            u = u * 6364136223846793005u + 1442695040888963407u;
+            int q = (int)((u >> 33) % (uint64_t)(r + 1)), t = bar_rows[r];
+            bar_rows[r] = bar_rows[q], bar_rows[q] = t;
+        }
+    for (int r = 0; r < h->rows; r++) {
+        memcpy(h->X + (size_t)r * h->xs, feat + (size_t)bar_rows[r] * bs, sizeof(float) * F);
+        memcpy(h->X + (size_t)r * h->xs + F, ctx + (size_t)(r / K) * C, sizeof(float) * C);
+    }
+}
+
+/* One forward + backward (dX NULL) on model m, through the training table
+ * (bar_rows) or per row (NULL); outputs poisoned first. */
+static void tt_run(const md_data *h, st_cuda_model *m, float *g, const float *X, const int *bar_rows,
+                   const float *dlogits, const float *dvalue, md_out *o) {
+    const int n = h->n, A = h->d.A;
+    const size_t P = h->t.total;
+    float *logits = dev_poisoned((size_t)n * A), *value = dev_poisoned(n);
+    CHECK(cudaMemcpy(g, h->g0, sizeof(float) * P, cudaMemcpyHostToDevice) == cudaSuccess, "%s: upload", h->name);
+    int rc = bar_rows ? st_cuda_model_forward_train_table(m, n, X, h->xs, bar_rows, logits, A, value)
+                      : st_cuda_model_forward(m, n, X, h->xs, logits, A, value);
+    CHECK(rc == ST_OK, "%s: forward (%s): %s", h->name, bar_rows ? "table" : "per row", st_last_error());
+    rc = st_cuda_model_backward(m, dlogits, A, dvalue, NULL, 0);
+    CHECK(rc == ST_OK, "%s: backward (%s): %s", h->name, bar_rows ? "table" : "per row", st_last_error());
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels failed: %s", h->name,
+          cudaGetErrorString(cudaGetLastError()));
+    o->logits = dev_download_new(logits, (size_t)n * A), o->value = dev_download_new(value, n);
+    o->g = dev_download_new(g, P), o->dX = NULL;
+    dev_free(logits), dev_free(value);
+}
+
+static void md_train_table_case(const char *preset, int n, int bars, int overlap, int bf16, uint64_t seed) {
+    md_data h;
+    char name[80];
+    char over[32] = "distinct";
+    if (overlap) snprintf(over, sizeof over, "over %d bars", bars);
+    snprintf(name, sizeof name, "train table, %s x%d %s%s", preset, n, over, bf16 ? " bf16" : "");
+    if (!md_setup(&h, name, preset, n, 2, seed)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    const st_dims *d = &h.d;
+    const int F = d->F, C = d->C, A = d->A, bs = F + 3;
+    if (!overlap && bars < h.rows) bars = h.rows;
+    const size_t P = h.t.total, nx = (size_t)h.rows * h.xs;
+    float *feat = host_rows(bars, F, bs, 1.0f, seed, 11), *ctx = host_rows(n, C, C, 1.0f, seed, 12);
+    int *bar_rows = malloc(sizeof(int) * (size_t)h.rows);
+    tt_rows(&h, feat, bs, ctx, bars, overlap, seed * 2654435761u + 1, bar_rows);
+    float *w = dev_upload(h.w, P), *g = dev_upload(h.g0, P), *X = dev_upload(h.X, nx);
+    float *dlogits = dev_upload(h.dlogits, (size_t)n * A), *dvalue = dev_upload(h.dvalue, n);
+    int *drows = dev_bytes(bar_rows, sizeof(int) * (size_t)h.rows);
+    st_cuda_model m;
+    int rc = st_cuda_model_init(&m, d, &h.t, n + 1, w, g); /* room for a window more than used */
+    CHECK(rc == ST_OK, "%s: GPU model init: %s", name, st_last_error());
+    if (rc != ST_OK) goto done;
+    if (!st_cuda_model_table_fits(&m)) { /* the odd preset's Dv: refused with a reason */
+        rc = st_cuda_model_train_table_init(&m, bars, NULL, 0);
+        CHECK(rc == ST_ERR_INPUT && strstr(st_last_error(), "Dv"), "%s: a training table is refused (%s)", name,
+              st_last_error());
+        printf("  %-44s refused: %s\n", name, st_last_error());
+        st_cuda_model_free(&m);
+        goto done;
+    }
+    rc = st_cuda_model_train_table_init(&m, bars, NULL, 0);
+    CHECK(rc == ST_OK, "%s: training table init: %s", name, st_last_error());
+    if (rc != ST_OK) {
+        st_cuda_model_free(&m);
+        goto done;
+    }
+    if (bf16) st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    md_out out[3];
+    tt_run(&h, &m, g, X, NULL, dlogits, dvalue, &out[0]);
+    tt_run(&h, &m, g, X, drows, dlogits, dvalue, &out[1]);
+    tt_run(&h, &m, g, X, drows, dlogits, dvalue, &out[2]);
+    const double bound = bf16 ? BF16_BOUND : 1e-5;
+    char what[160];
+    snprintf(what, sizeof what, "%s logits", name);
+    CHECK_PARITY(what, rel_err_rows(out[1].logits, A, out[0].logits, A, n, A), bound);
+    snprintf(what, sizeof what, "%s value", name);
+    CHECK_PARITY(what, rel_err(out[1].value, out[0].value, n), bound);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < h.t.n; i++) {
+        const st_param *p = &h.t.p[i];
+        double e = rel_err_added(out[1].g + p->offset, out[0].g + p->offset, h.g0 + p->offset, p->count);
+        CHECK(e <= bound, "%s: gradient of %s: table vs per row rel err %.3e > %.0e", name, p->name, e, bound);
+        if (!(e <= worst)) worst = e, worst_name = p->name;
+    }
+    snprintf(what, sizeof what, "%s worst grad (%s)", name, worst_name);
+    printf("  %-44s rel err %.3e (bound %.0e)\n", what, worst, bound);
+    CHECK(md_same(&h, &out[1], &out[2], 0), "%s: two runs through the training table differ", name);
+    /* a second minibatch of other bars (shifted) through the same model: again the per-row results */
+    for (int r = 0; r < h.rows; r++) {
+        bar_rows[r] = (bar_rows[r] + 1) % bars;
+        memcpy(h.X + (size_t)r * h.xs, feat + (size_t)bar_rows[r] * bs, sizeof(float) * F);
+    }
+    CHECK(cudaMemcpy(X, h.X, sizeof(float) * nx, cudaMemcpyHostToDevice) == cudaSuccess &&
+              cudaMemcpy(drows, bar_rows, sizeof(int) * (size_t)h.rows, cudaMemcpyHostToDevice) == cudaSuccess,
+          "%s: upload of the second minibatch", name);
+    md_out again[2];
+    tt_run(&h, &m, g, X, NULL, dlogits, dvalue, &again[0]);
+    tt_run(&h, &m, g, X, drows, dlogits, dvalue, &again[1]);
+    double e2 = rel_err_added(again[1].g, again[0].g, h.g0, P);
+    snprintf(what, sizeof what, "%s 2nd minibatch all grads", name);
+    CHECK_PARITY(what, e2, bound);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    for (int k = 0; k < 3; k++)
+        md_out_free(&out[k]);
+    md_out_free(&again[0]), md_out_free(&again[1]);
+    st_cuda_model_free(&m);
+done:
+    dev_free(w), dev_free(g), dev_free(X), dev_free(dlogits), dev_free(dvalue), dev_free(drows);
+    free(feat), free(ctx), free(bar_rows);
+    md_free(&h);
+}
 #endif
 
 int main(void) {
@@ -596,6 +741,15 @@ int main(void) {
         md_rows_case("default", 7, 1, 8202);
         md_rows_case("odd", 4, 0, 8203);
         if (!test_quick()) md_rows_case("default", 64, 0, 8204); /* the sanitizer runs: the small ones */
+    }
+    if (test_part(9)) { /* case 9: the training step's bar table */
+        md_train_table_case("tiny", 6, 100, 1, 0, 7300);
+        md_train_table_case("tiny", 5, 0, 0, 0, 7301);
+        md_train_table_case("default", 12, 300, 1, 0, 7302);
+        md_train_table_case("default", 4, 0, 0, 0, 7303);
+        md_train_table_case("default", 12, 300, 1, 1, 7304);
+        md_train_table_case("odd", 3, 120, 1, 0, 7305);
+        md_train_table_case("tiny", 6, 32, 1, 0, 7306); /* bars = K: every window the same K bars (6 rows a bar) */
     }
 #endif
     TEST_MAIN_END();

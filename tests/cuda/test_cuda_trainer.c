@@ -35,7 +35,14 @@
  *     clean run in full mode never trips;
  *  5. bf16 matrix products: one update against the CPU's within 2e-2;
  *  6. a short learning run at the tiny preset (40 updates) finishes with
- *     finite losses; env steps per second are printed.
+ *     finite losses; env steps per second are printed;
+ *  7. the training step's bar table (st_cuda_model_set_train_table): 3
+ *     updates (quick: 2) with it on and off from the same start give
+ *     weights within 1e-5 relative (the same math, other summation
+ *     orders; the rollout actions compared, their mismatches printed),
+ *     and two runs with it on the same bits; the small config's
+ *     minibatches (128 windows of K = 32 over 3,000 bars) take it under
+ *     the default choice too.
  * Skips (77) without a GPU. */
 #include <math.h>
 #include <stdlib.h>
@@ -50,6 +57,9 @@
 #include "train/trainer.h"
 #include "train/trainer_cuda.h"
 #include "trace/trace.h"
+#ifdef ST_HAVE_CUDA
+#include "cuda/model_cuda.h" /* st_cuda_model_set_train_table */
+#endif
 
 /* test_quick() (the sanitizer runs): fewer injections, no bf16 or learning
  * run, updates of half the rollout and one epoch (the same kernels, half
@@ -200,23 +210,33 @@ static void same_runs(const char *what, st_cuda_trainer *a, st_cuda_trainer *b, 
     free(wa), free(wb);
 }
 
+/* Three runs of nu updates: set(on) before the first two, set(off) before
+ * the third, set(back) after; each run's status in r. */
+static void three_runs(const st_train_config *c, const st_market *m, int nu, void (*set)(int), int on, int off,
+                       int back, st_cuda_trainer t[3], double s[3][21], int r[3]) {
+    for (int i = 0; i < 3; i++) {
+        set(i < 2 ? on : off);
+        r[i] = run_gpu(c, m, nu, &t[i], s[i]);
+    }
+    set(back);
+    CHECK(r[0] == ST_OK && r[1] == ST_OK && r[2] == ST_OK, "GPU runs: %s", st_last_error());
+}
+
 static void determinism(const st_market *m) {
     const int nu = test_quick() ? 1 : 3;
     printf("2. determinism: two GPU runs of %d updates, and one without the bar table\n", nu);
     st_train_config c = small_config();
-    st_cuda_trainer a, b, p;
-    double sa[21], sb[21], sp[21];
-    int ra = run_gpu(&c, m, nu, &a, sa), rb = run_gpu(&c, m, nu, &b, sb);
-    st_cuda_trainer_set_bar_table(0);
-    int rp = run_gpu(&c, m, nu, &p, sp);
-    st_cuda_trainer_set_bar_table(1);
-    CHECK(ra == ST_OK && rb == ST_OK && rp == ST_OK, "GPU runs: %s", st_last_error());
-    CHECK(a.tab && a.tab_built && !p.tab, "the default run has a bar table (tiny preset, Dv 8) and the other none");
-    if (ra == ST_OK && rb == ST_OK) same_runs("two GPU runs", &a, &b, sa, sb, 7 * (size_t)nu);
-    if (ra == ST_OK && rp == ST_OK) same_runs("runs with and without the bar table", &a, &p, sa, sp, 7 * (size_t)nu);
-    st_cuda_trainer_free(&a);
-    st_cuda_trainer_free(&b);
-    st_cuda_trainer_free(&p);
+    st_cuda_trainer t[3];
+    double sr[3][21];
+    int rr[3];
+    three_runs(&c, m, nu, st_cuda_trainer_set_bar_table, 1, 0, 1, t, sr, rr);
+    CHECK(t[0].tab && t[0].tab_built && !t[2].tab,
+          "the default run has a bar table (tiny preset, Dv 8) and the other none");
+    if (rr[0] == ST_OK && rr[1] == ST_OK) same_runs("two GPU runs", &t[0], &t[1], sr[0], sr[1], 7 * (size_t)nu);
+    if (rr[0] == ST_OK && rr[2] == ST_OK)
+        same_runs("runs with and without the bar table", &t[0], &t[2], sr[0], sr[2], 7 * (size_t)nu);
+    for (int i = 0; i < 3; i++)
+        st_cuda_trainer_free(&t[i]);
     st_train_config_free(&c); /* the trainers only borrowed its strings */
 }
 
@@ -466,6 +486,45 @@ static void learning_run(void) {
     st_train_config_free(&c);
 }
 
+#ifdef ST_HAVE_CUDA
+/* Case 7 (the module comment). */
+static void train_table(const st_market *m) {
+    const int nu = test_quick() ? 2 : 3;
+    printf("7. the training bar table: %d updates with it on (twice) and off\n", nu);
+    st_train_config c = small_config();
+    st_cuda_trainer t[3];
+    double sr[3][21];
+    int rr[3];
+    three_runs(&c, m, nu, st_cuda_model_set_train_table, ST_CUDA_TRAIN_TABLE_ON, ST_CUDA_TRAIN_TABLE_OFF,
+               ST_CUDA_TRAIN_TABLE_AUTO, t, sr, rr);
+    st_cuda_trainer *on1 = &t[0], *off = &t[2];
+    CHECK(on1->mb_rows && on1->model.tt && !off->mb_rows && !off->model.tt,
+          "the runs with the table on have one (tiny preset, Dv 8) and the run with it off none");
+    CHECK(st_cuda_model_train_table_wanted(&c.dims, on1->host.mb, on1->feat.rows),
+          "the default choice takes the table for the small config's minibatches");
+    if (rr[0] == ST_OK && rr[1] == ST_OK)
+        same_runs("two runs with the training table", &t[0], &t[1], sr[0], sr[1], 7 * (size_t)nu);
+    if (rr[0] == ST_OK && rr[2] == ST_OK) {
+        size_t P = on1->host.table.total;
+        float *a = host_floats(3 * P), *b = host_floats(3 * P);
+        st_cuda_trainer_download(on1, a, a + P, a + 2 * P);
+        st_cuda_trainer_download(off, b, b + P, b + 2 * P);
+        CHECK_PARITY("weights, table on vs off", rel_err(a, b, P), 1e-5);
+        printf("  %-36s rel err %.3e (printed)\n", "Adam m, table on vs off", rel_err(a + P, b + P, P));
+        int ra = st_cuda_trainer_download_rollout(on1), rb = st_cuda_trainer_download_rollout(off);
+        CHECK(ra == ST_OK && rb == ST_OK, "rollout download: %s", st_last_error());
+        long mism = 0;
+        for (long i = 0; ra == ST_OK && rb == ST_OK && i < on1->host.N; i++)
+            mism += on1->host.r_action[i] != off->host.r_action[i];
+        printf("  last rollout's actions, table on vs off: %ld of %ld differ\n", mism, (long)on1->host.N);
+        free(a), free(b);
+    }
+    for (int i = 0; i < 3; i++)
+        st_cuda_trainer_free(&t[i]);
+    st_train_config_free(&c);
+}
+#endif
+
 int main(void) {
     CUDA_TEST_BEGIN();
     st_market m;
@@ -473,13 +532,16 @@ int main(void) {
     o.use_cache = 0;
     CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
     clock_t c0 = clock();
-    /* cases 0-5 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
+    /* cases 0-6 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
     if (test_part(0)) parity_one_update(&m);
     if (test_part(1)) determinism(&m);
     if (test_part(2)) resume(&m);
     if (test_part(3)) tracer(&m, -1);
     if (test_part(4)) tracer(&m, 0);
     if (test_part(5)) tracer(&m, 1);
+#ifdef ST_HAVE_CUDA
+    if (test_part(6)) train_table(&m);
+#endif
     if (!test_quick() && test_part(0)) bf16_update(&m); /* the fp32 path covers the same kernels */
     st_market_free(&m);
     if (!test_quick() && test_part(1)) learning_run();

@@ -1,0 +1,174 @@
+/* vsn_train_table.cu: the training step's bar index and the table
+ * backward's per-row/per-bar step (the API and the math:
+ * cuda/vsn_train_table_cuda.h).
+ *
+ * The index. keys key[r] (feature rows), values r: cub's radix sort by key
+ * over `bits` bits is stable, so equal keys keep ascending rows: srow is
+ * the CSR's row list, bar after bar in ascending key order. head[i] = 1
+ * where skey changes; its inclusive scan hscan[i] - 1 is position i's
+ * compact bar; a scatter writes crow, offs, first and nb. Every step is
+ * integer and order-free (the sort's result is unique): the same index
+ * run to run. Launch sizes depend on rows only (graph-safe).
+ *
+ * The table backward's first step. A warp a compact bar b < nb (grid for
+ * cap, stopping at the device count), lane c < Dv its column: for each
+ * variable j in order it reads t_j[b][c] once, and for each of b's rows r
+ * in CSR order dalpha[r, j] = sum_c dv[r, c] t_j[c] (double, a butterfly
+ * over the warp; plus the caller's dalpha, as vsn_bwd_fused_kernel adds
+ * it) and acc_c += alpha[r, j] dv[r, c] (double), dT[b, j, c] = (float)
+ * acc_c. The table is read once a bar (not once a row); dv and alpha rows
+ * F times from L1/L2. */
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <string.h>
+
+#include "cuda/check.h"
+#include "cuda/vsn_device.cuh"
+
+extern "C" {
+#include "cuda/vsn_train_table_cuda.h"
+}
+
+#define TT_THREADS 256
+
+static unsigned tt_blocks(size_t n, int per_block) {
+    size_t b = (n + (size_t)per_block - 1) / (size_t)per_block;
+    return (unsigned)(b > (1u << 30) ? (1u << 30) : (b ? b : 1));
+}
+
+/* The bits of keys below bars (at least 1). */
+static int key_bits(int bars) {
+    int b = 1;
+    while (b < 31 && (1L << b) < (long)bars)
+        b++;
+    return b;
+}
+
+extern "C" int st_cuda_vsn_bar_index_at(st_vsn_bar_index *ix, void *base, int rows_max, int bars) {
+    ST_REQUIRE(rows_max > 0 && bars > 0, ST_ERR_INPUT,
+               "training bar index: bad sizes rows_max=%d bars=%d (both must be positive)", rows_max, bars);
+    memset(ix, 0, sizeof *ix);
+    ix->rows_max = rows_max;
+    ix->bars = bars;
+    ix->cap = rows_max < bars ? rows_max : bars;
+    ix->bits = key_bits(bars);
+    size_t sort_bytes = 0, scan_bytes = 0;
+    ST_CUDA_TRY(cub::DeviceRadixSort::SortPairs((void *)NULL, sort_bytes, (const int *)NULL, (int *)NULL,
+                                                (const int *)NULL, (int *)NULL, rows_max, 0, ix->bits));
+    ST_CUDA_TRY(cub::DeviceScan::InclusiveSum((void *)NULL, scan_bytes, (const int *)NULL, (int *)NULL, rows_max));
+    ix->temp_bytes = sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
+    char *p = (char *)base;
+    size_t o = 0;
+#define TT_TAKE(ptr, type, count)                                                                                      \
+    do {                                                                                                               \
+        (ptr) = p ? (type *)(p + o) : NULL;                                                                            \
+        o += (sizeof(type) * (size_t)(count) + 255) / 256 * 256;                                                       \
+    } while (0)
+    TT_TAKE(ix->iota, int, rows_max);
+    TT_TAKE(ix->skey, int, rows_max);
+    TT_TAKE(ix->srow, int, rows_max);
+    TT_TAKE(ix->head, int, rows_max);
+    TT_TAKE(ix->hscan, int, rows_max);
+    TT_TAKE(ix->crow, int, rows_max);
+    TT_TAKE(ix->offs, int, (size_t)ix->cap + 1);
+    TT_TAKE(ix->first, int, ix->cap);
+    TT_TAKE(ix->count, int, 1);
+    TT_TAKE(ix->temp, char, ix->temp_bytes);
+#undef TT_TAKE
+    ix->total_bytes = o;
+    return ST_OK;
+}
+
+static __global__ void tt_iota_kernel(int rows, int *v) { GRID_LOOP(i, (size_t)rows) v[i] = (int)i; }
+
+static __global__ void tt_head_kernel(int rows, const int *skey, int *head) {
+    GRID_LOOP(i, (size_t)rows) head[i] = i == 0 || skey[i] != skey[i - 1];
+}
+
+/* Position i of the sorted rows: its compact bar c = hscan[i] - 1; the
+ * first position of a bar writes its offset and first row, the last the
+ * end offset and the count. */
+static __global__ void tt_scatter_kernel(int rows, const int *srow, const int *head, const int *hscan, int *crow,
+                                         int *offs, int *first, int *count) {
+    GRID_LOOP(i, (size_t)rows) {
+        const int c = hscan[i] - 1, r = srow[i];
+        crow[r] = c;
+        if (head[i]) {
+            offs[c] = (int)i;
+            first[c] = r;
+        }
+        if (i == (size_t)rows - 1) {
+            offs[c + 1] = rows;
+            *count = c + 1;
+        }
+    }
+}
+
+extern "C" int st_cuda_vsn_bar_index_build(const st_vsn_bar_index *ix, int rows, const int *key, void *stream) {
+    ST_REQUIRE(ix && ix->iota, ST_ERR_INPUT, "training bar index build: the index has no device memory");
+    ST_REQUIRE(rows > 0 && rows <= ix->rows_max, ST_ERR_INPUT,
+               "training bar index build: %d rows, the index holds 1..%d", rows, ix->rows_max);
+    ST_REQUIRE(key, ST_ERR_INPUT, "training bar index build: no keys (each row's feature row)");
+    cudaStream_t st = (cudaStream_t)stream;
+    tt_iota_kernel<<<tt_blocks((size_t)rows, TT_THREADS), TT_THREADS, 0, st>>>(rows, ix->iota);
+    ST_CUDA_LAUNCHED();
+    size_t bytes = ix->temp_bytes;
+    ST_CUDA_TRY(cub::DeviceRadixSort::SortPairs(ix->temp, bytes, key, ix->skey, (const int *)ix->iota, ix->srow, rows,
+                                                0, ix->bits, st));
+    tt_head_kernel<<<tt_blocks((size_t)rows, TT_THREADS), TT_THREADS, 0, st>>>(rows, ix->skey, ix->head);
+    ST_CUDA_LAUNCHED();
+    bytes = ix->temp_bytes;
+    ST_CUDA_TRY(cub::DeviceScan::InclusiveSum(ix->temp, bytes, (const int *)ix->head, ix->hscan, rows, st));
+    tt_scatter_kernel<<<tt_blocks((size_t)rows, TT_THREADS), TT_THREADS, 0, st>>>(
+        rows, ix->srow, ix->head, ix->hscan, ix->crow, ix->offs, ix->first, ix->count);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+/* The module comment's second part. */
+static __global__ void tt_grad_kernel(int rows, int F, int Dv, int cap, const int *count, const int *offs,
+                                      const int *srow, const float *tab, const float *alpha, int alpha_stride,
+                                      const float *dv, int dv_stride, const float *dalpha, int dalpha_stride,
+                                      double *dad, float *dT) {
+    const int lane = threadIdx.x % 32;
+    const size_t nb = (size_t)min(*count, cap), P = (size_t)F * Dv;
+    WARP_LOOP(b, nb) {
+        const int i0 = offs[b], i1 = offs[b + 1];
+        const float *t = tab + b * P;
+        for (int j = 0; j < F; j++) {
+            const double tj = lane < Dv ? (double)t[(size_t)j * Dv + lane] : 0.0;
+            double acc = 0;
+            for (int i = i0; i < i1; i++) {
+                const size_t r = (size_t)srow[i];
+                const float d = lane < Dv ? __ldg(dv + r * (size_t)dv_stride + lane) : 0.0f;
+                double p = (double)d * tj;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    p += __shfl_xor_sync(0xffffffffu, p, o);
+                if (lane == 0)
+                    dad[(size_t)j * rows + r] = p + (dalpha ? (double)dalpha[r * (size_t)dalpha_stride + j] : 0.0);
+                acc += (double)alpha[r * (size_t)alpha_stride + j] * (double)d;
+            }
+            if (lane < Dv) dT[b * P + (size_t)j * Dv + lane] = (float)acc;
+        }
+    }
+}
+
+extern "C" int st_cuda_vsn_train_table_grad(const st_vsn_bar_index *ix, int rows, int F, int Dv, const float *tab,
+                                            const float *alpha, int alpha_stride, const float *dv, int dv_stride,
+                                            const float *dalpha, int dalpha_stride, double *dad, float *dT,
+                                            void *stream) {
+    ST_REQUIRE(ix && ix->count, ST_ERR_INPUT, "training bar table backward: no index");
+    ST_REQUIRE(F > 0 && Dv > 0 && Dv <= 32, ST_ERR_INPUT,
+               "training bar table backward: F=%d Dv=%d (a warp holds a variable's Dv <= 32 values)", F, Dv);
+    ST_REQUIRE(rows > 0 && rows <= ix->rows_max, ST_ERR_INPUT,
+               "training bar table backward: %d rows, the index was built for 1..%d", rows, ix->rows_max);
+    ST_REQUIRE(tab && alpha && dv && dad && dT, ST_ERR_INPUT,
+               "training bar table backward: a NULL buffer (table, alpha, dv, dalpha out or dT)");
+    const int warps = TT_THREADS / 32;
+    tt_grad_kernel<<<tt_blocks((size_t)ix->cap, warps), TT_THREADS, 0, (cudaStream_t)stream>>>(
+        rows, F, Dv, ix->cap, ix->count, ix->offs, ix->srow, tab, alpha, alpha_stride, dv, dv_stride, dalpha,
+        dalpha_stride, dad, dT);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}

@@ -74,6 +74,7 @@
 
 #include "cuda/check.h"
 #include "cuda/vsn_device.cuh"
+#include "cuda/vsn_tile_device.cuh"
 
 extern "C" {
 #include "cuda/linear_cuda.h" /* st_rowsplit_range */
@@ -136,25 +137,8 @@ struct bwd_args {
     int dv_jstride;
 };
 
-__device__ static inline float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
-
 /* Component u (a constant after unrolling) of v. */
 __device__ static inline float comp(const float4 &v, int u) { return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w; }
-
-__device__ static inline void fma4(float &acc, const float4 &a, const float4 &b) {
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-    acc = fmaf(a.z, b.z, acc);
-    acc = fmaf(a.w, b.w, acc);
-}
-
-/* The sum of v over the CG adjacent lanes of one row. */
-template <int CG> __device__ static inline double row_sum(double v) {
-#pragma unroll
-    for (int o = CG / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* v[c] (a thread's 4 rows of column first + step c) summed over the warp's
  * row groups (lanes CG apart) and added by lanes < CG to the warp's
@@ -169,20 +153,10 @@ template <int CG> __device__ static inline void warp_cols_add(double (&v)[4], do
     }
 }
 
-/* h1 = ELU(s U + V) of the tile into h ([R][LDH]), a float4 of one row a step. */
+/* h1 = ELU(s U + V) of the tile into h ([R][LDH]). */
 template <int DV> __device__ static inline void bwd_h1(const float *ss, const float *vec, float *h) {
     typedef bwd_shape<DV> S;
-    for (int u = threadIdx.x; u < S::R * S::CG; u += S::T) {
-        const int r = u / S::CG, k = 4 * (u % S::CG);
-        const float sj = ss[r];
-        const float4 Uk = lds4(vec + S::U * DV + k), Vk = lds4(vec + S::V * DV + k);
-        float4 o;
-        o.x = dev_elu(sj * Uk.x + Vk.x);
-        o.y = dev_elu(sj * Uk.y + Vk.y);
-        o.z = dev_elu(sj * Uk.z + Vk.z);
-        o.w = dev_elu(sj * Uk.w + Vk.w);
-        *reinterpret_cast<float4 *>(h + r * S::LDH + k) = o;
-    }
+    vsn_tile_h1<DV, S::T, S::LDH>(ss, vec + S::U * DV, vec + S::V * DV, h, threadIdx.x);
 }
 
 /* acc[(4 oq + a) DV + 4 kq + b] += sum over the tile's rows of X[r][4 oq + a] Y[r][4 kq + b]
@@ -293,57 +267,12 @@ static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_bwd_fused_kernel(b
         bwd_h1<DV>(ss, vec, Cs);
         __syncthreads();
         /* P2: h2 = h1 W2^T into B: rows rg + RG i, columns cg + CG c */
-        {
-            float h[4][4];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    h[i][c] = 0;
-#pragma unroll
-            for (int k = 0; k < DV; k += 4) {
-                float4 x[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    x[i] = lds4(Cs + (rg + RG * i) * LDH + k);
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const float4 w = lds4(W2s + (cg + CG * c) * LDW + k);
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        fma4(h[i][c], x[i], w);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    Bs[(rg + RG * i) * LDH + cg + CG * c] = h[i][c];
-        }
+        vsn_tile_h2<DV, RG, LDH, LDW>(Cs, W2s, Bs, rg, cg);
         __syncthreads();
         /* P3: g = h2 Wg^T, the gate, the norm, dalpha_j, the norm and gate backward; dgl into C */
         {
             float g[4][8];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-                    g[i][q] = 0;
-#pragma unroll 1 /* as the forward's: unrolled, ptxas hoists the next step's loads and spills */
-            for (int k = 0; k < DV; k += 4) {
-                float4 h[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    h[i] = lds4(Bs + (rg + RG * i) * LDH + k);
-#pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    const int o = (q < 4 ? 0 : DV) + cg + CG * (q & 3);
-                    const float4 w = lds4(Wgs + o * LDW + k);
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        fma4(g[i][q], h[i], w);
-                }
-            }
+            vsn_tile_g<DV, RG, LDH, LDW>(Bs, Wgs, rg, cg, g);
             double cw[4] = {0, 0, 0, 0}, cx[4] = {0, 0, 0, 0}, csx[4] = {0, 0, 0, 0};
 #pragma unroll
             for (int i = 0; i < 4; i++) {

@@ -75,6 +75,7 @@
 
 #include "cuda/check.h"
 #include "cuda/vsn_device.cuh"
+#include "cuda/vsn_tile_device.cuh"
 
 extern "C" {
 #include "cuda/vsn_cuda.h"
@@ -168,29 +169,11 @@ __device__ static void fused_stage(const fused_args &a, int rows, int j, size_t 
     __pipeline_commit();
 }
 
-__device__ static inline float4 lds4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
-
-/* acc += a . b, the 4 k in the order x, y, z, w (one accumulator of a register tile). */
-__device__ static inline void fma4(float &acc, const float4 &a, const float4 &b) {
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-    acc = fmaf(a.z, b.z, acc);
-    acc = fmaf(a.w, b.w, acc);
-}
-
 /* dev_sigmoid's value with one division for both signs (the same bits:
  * 1/(1+e) and e/(1+e) with e = exp(-|x|)), no divergent branch. */
 __device__ static inline float sigmoid_one_div(float x) {
     const float e = expf(-fabsf(x));
     return (x >= 0 ? 1.0f : e) / (1.0f + e);
-}
-
-/* The sum of v over the CG adjacent lanes of one row. */
-template <int CG> __device__ static inline double row_sum(double v) {
-#pragma unroll
-    for (int o = CG / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 /* __launch_bounds__: 128 registers a thread, 512 threads an SM (two 256-thread blocks, four of 128).
@@ -222,73 +205,18 @@ template <int DV, int T, bool TAB> static __global__ void __launch_bounds__(T, 5
             fused_stage<DV, T, TAB>(a, rows, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
         else
             __pipeline_commit(); /* an empty group: the wait above stays uniform */
-        /* 1. h1 = ELU(s U + V), a float4 of one row each step (st_cuda_vsn_rank1's expression) */
-        for (int u = tid; u < S::R * CG; u += T) {
-            const int r = u / CG, k = 4 * (u % CG);
-            const float sj = st[S::S + r];
-            const float4 Uk = lds4(vec + S::U * DV + k), Vk = lds4(vec + S::V * DV + k);
-            float4 h;
-            h.x = dev_elu(sj * Uk.x + Vk.x);
-            h.y = dev_elu(sj * Uk.y + Vk.y);
-            h.z = dev_elu(sj * Uk.z + Vk.z);
-            h.w = dev_elu(sj * Uk.w + Vk.w);
-            *reinterpret_cast<float4 *>(h1s + r * LDH + k) = h;
-        }
+        /* 1. h1 = ELU(s U + V) */
+        vsn_tile_h1<DV, T, LDH>(st + S::S, vec + S::U * DV, vec + S::V * DV, h1s, tid);
         __syncthreads();
         /* 2. h2 = h1 W2^T: rows rg + RG i, columns cg + CG c */
-        {
-            float h[4][4];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    h[i][c] = 0;
-#pragma unroll
-            for (int k = 0; k < DV; k += 4) {
-                float4 x[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    x[i] = lds4(h1s + (rg + RG * i) * LDH + k);
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const float4 w = lds4(st + S::W2 + (cg + CG * c) * LDW + k);
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        fma4(h[i][c], x[i], w);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int c = 0; c < 4; c++)
-                    h2s[(rg + RG * i) * LDH + cg + CG * c] = h[i][c];
-        }
+        vsn_tile_h2<DV, RG, LDH, LDW>(h1s, st + S::W2, h2s, rg, cg);
         __syncthreads();
         /* 3. g = h2 Wg^T: g[i][q] is column cg + CG q (q < 4, g1) or Dv + cg + CG (q - 4) (its g2),
          * then the gate x = e + g1 sigma(g2) (gate_combine_kernel's expression) */
         float x[4][4];
         {
             float g[4][8];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-                    g[i][q] = 0;
-#pragma unroll 1 /* not unrolled: unrolled, ptxas hoists the next step's loads and spills */
-            for (int k = 0; k < DV; k += 4) {
-                float4 h[4];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    h[i] = lds4(h2s + (rg + RG * i) * LDH + k);
-#pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    const int o = (q < 4 ? 0 : DV) + cg + CG * (q & 3);
-                    const float4 w = lds4(st + S::WG + o * LDW + k);
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        fma4(g[i][q], h[i], w);
-                }
-            }
+            vsn_tile_g<DV, RG, LDH, LDW>(h2s, st + S::WG, rg, cg, g);
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const float sj = st[S::S + rg + RG * i];

@@ -6,7 +6,8 @@
 # whatever time is left before FINAL_BUDGET seconds (default 560) have
 # passed: ncu per-kernel times of the runs in FINAL_PROFILE (gpu-check.sh's
 # PROFILE_WHAT, bf16) and compute-sanitizer over the programs named in
-# FINAL_SANITIZE.
+# FINAL_SANITIZE (gpu-check.sh's SANITIZE_ONLY: PROGRAM, TOOL:PROGRAM or
+# TOOL:PROGRAM:PART).
 # Usage on the device (carry [".deps"]): bash scripts/gpu-final.sh
 # Writes under $OUT: build.txt, bench.txt (both benchmarks' output),
 # ours.json, torch.json, bench.md, e2e.txt, profile.txt, sanitize.txt (at most 8 files
@@ -17,9 +18,11 @@ mkdir -p "$OUT"
 T0=$(date +%s)
 left() { echo $((${FINAL_BUDGET:-560} - ($(date +%s) - T0))); }
 STAGES=build bash scripts/gpu-check.sh >"$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; exit 1; }
-SKIP_CHECK=1 OURS_ARGS="--what train,act --windows 2048,8192 --envs 128,4096 --precision fp32,bf16 --repeats 20 --warmup 5 --sets 2" \
-  timeout 330 bash bench/gpu-bench.sh >"$OUT/bench.txt" 2>&1
-echo "gpu-bench.sh: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/bench.txt"
+if [ -z "${FINAL_SKIP_BENCH:-}" ]; then # FINAL_SKIP_BENCH=1: no side-by-side benchmark (a call for the rest)
+  SKIP_CHECK=1 OURS_ARGS="--what train,act --windows 2048,8192 --envs 128,4096 --precision fp32,bf16 --repeats 20 --warmup 5 --sets 2" \
+    timeout 330 bash bench/gpu-bench.sh >"$OUT/bench.txt" 2>&1
+  echo "gpu-bench.sh: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/bench.txt"
+fi
 rm -f "$OUT/gpu.txt" "$OUT/ours.log" "$OUT/torch.log" # their text is in bench.txt
 # its JSON off $OUT (8 files come back at most): compare.py merges it into bench.md (the Throughput table and
 # the 1e9 / 2e5 targets; bench.md had none when only the train,act JSON reached it)

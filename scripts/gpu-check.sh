@@ -187,7 +187,9 @@ if has profile; then
       ceil=""
       [ -f "$OUT/ours.json" ] && ceil="--ceilings $OUT/ours.json"
       # shellcheck disable=SC2086
-      python3 bench/kernel_roofline.py "$OUT/ncu.csv" --precision ${PROFILE_PRECISION:-fp32} $ceil | tee -a "$OUT/profile.txt"
+      win=$(echo "$what" | sed -n 's/.*--windows \([0-9]*\).*/\1/p')
+      python3 bench/kernel_roofline.py "$OUT/ncu.csv" --precision ${PROFILE_PRECISION:-fp32} --windows "${win:-2048}" $ceil |
+        tee -a "$OUT/profile.txt"
     fi
   done
   rm -f "$OUT/ncu.csv" "$OUT/ncu.err"

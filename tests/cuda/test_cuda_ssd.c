@@ -283,32 +283,43 @@ static strides strides_of(const problem *pb, int padded) {
 
 /* Forward + backward on the device; inputs and outputs laid out as `padded`
  * says (x, B, C always share the xBC row: at padded == 0 its stride is just
- * W, which is still not any one tensor's width). Returns 0 on success;
- * *pad_ok says whether output padding kept its poison. */
-static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok) {
-    long R = rows_of(pb);
+ * W, which is still not any one tensor's width). With dy_last (Bsz rows of
+ * HP), the last-row op (case 13) instead of the chunked one: y and dy one
+ * row a window. Returns 0 on success; *pad_ok says whether output padding
+ * kept its poison. */
+static int gpu_run_op(const problem *pb, int Q, int padded, const float *dy_last, result *r, int *pad_ok) {
+    long R = rows_of(pb), Ry = dy_last ? pb->Bsz : R; /* rows of y and dy */
     int H = pb->H, HP = H * pb->P, GN = pb->G * pb->N, W = HP + 2 * GN;
     strides s = strides_of(pb, padded);
-    float *h_xbc = nan_buffer(R * s.xbc_s), *h_dt = nan_buffer(R * s.dt_s), *h_dy = nan_buffer(R * s.dy_s);
+    float *h_xbc = nan_buffer(R * s.xbc_s), *h_dt = nan_buffer(R * s.dt_s), *h_dy = nan_buffer(Ry * s.dy_s);
     put_rows(h_xbc, s.xbc_s, pb->x, R, HP);
     put_rows(h_xbc + HP, s.xbc_s, pb->B, R, GN);
     put_rows(h_xbc + HP + GN, s.xbc_s, pb->C, R, GN);
     put_rows(h_dt, s.dt_s, pb->dt, R, H);
-    put_rows(h_dy, s.dy_s, pb->dy, R, HP);
-    size_t nwork = st_cuda_ssd_work_count(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q);
+    put_rows(h_dy, s.dy_s, dy_last ? dy_last : pb->dy, Ry, HP);
+    size_t nwork = dy_last ? st_cuda_ssd_last_row_work_count(pb->Bsz, pb->K, H)
+                           : st_cuda_ssd_work_count(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q);
     float *xbc = dev_upload(h_xbc, (size_t)(R * s.xbc_s)), *dt = dev_upload(h_dt, (size_t)(R * s.dt_s));
-    float *dy = dev_upload(h_dy, (size_t)(R * s.dy_s)), *A = dev_upload(pb->A, (size_t)H);
+    float *dy = dev_upload(h_dy, (size_t)(Ry * s.dy_s)), *A = dev_upload(pb->A, (size_t)H);
     float *D = dev_upload(pb->D, (size_t)H), *dA = dev_upload(pb->dA0, (size_t)H), *dD = dev_upload(pb->dD0, (size_t)H);
-    float *y = dev_poisoned((size_t)(R * s.y_s)), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
+    float *y = dev_poisoned((size_t)(Ry * s.y_s)), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
     float *ddt = dev_poisoned((size_t)(R * s.ddt_s)), *work = dev_poisoned(nwork);
     int rc = ST_OK;
     if (!xbc || !dt || !dy || !A || !D || !dA || !dD || !y || !dxbc || !ddt || !work) rc = ST_ERR_DEVICE;
-    if (rc == ST_OK)
+    if (rc == ST_OK && dy_last)
+        rc = st_cuda_ssd_last_row_forward(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A,
+                                          xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, NULL);
+    else if (rc == ST_OK)
         rc = st_cuda_ssd_forward_chunked(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q, xbc, s.xbc_s, dt, s.dt_s, A,
                                          xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, work, NULL);
     /* Poison the work again: the backward must not rely on the forward's. */
     if (rc == ST_OK) cudaMemset(work, 0xFF, sizeof(float) * (nwork ? nwork : 1));
-    if (rc == ST_OK)
+    if (rc == ST_OK && dy_last)
+        rc = st_cuda_ssd_last_row_backward(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A,
+                                           xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, dy, s.dy_s, dxbc, s.dxbc_s,
+                                           ddt, s.ddt_s, dA, dxbc + HP, s.dxbc_s, dxbc + HP + GN, s.dxbc_s, dD, work,
+                                           NULL);
+    else if (rc == ST_OK)
         rc = st_cuda_ssd_backward_chunked(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q, xbc, s.xbc_s, dt, s.dt_s, A,
                                           xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, dy, s.dy_s, dxbc, s.dxbc_s, ddt,
                                           s.ddt_s, dA, dxbc + HP, s.dxbc_s, dxbc + HP + GN, s.dxbc_s, dD, work, NULL);
@@ -316,18 +327,18 @@ static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok)
     if (rc != ST_OK) fprintf(stderr, "GPU SSD call failed: %s\n", st_last_error());
     if (e != cudaSuccess) fprintf(stderr, "GPU SSD kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
     if (rc == ST_OK) {
-        float *h_y = alloc_f(R * s.y_s), *h_dxbc = alloc_f(R * s.dxbc_s), *h_ddt = alloc_f(R * s.ddt_s);
-        dev_download(h_y, y, (size_t)(R * s.y_s));
+        float *h_y = alloc_f(Ry * s.y_s), *h_dxbc = alloc_f(R * s.dxbc_s), *h_ddt = alloc_f(R * s.ddt_s);
+        dev_download(h_y, y, (size_t)(Ry * s.y_s));
         dev_download(h_dxbc, dxbc, (size_t)(R * s.dxbc_s));
         dev_download(h_ddt, ddt, (size_t)(R * s.ddt_s));
         dev_download(r->dA, dA, (size_t)H);
         dev_download(r->dD, dD, (size_t)H);
-        get_rows(r->y, h_y, s.y_s, R, HP);
+        get_rows(r->y, h_y, s.y_s, Ry, HP);
         get_rows(r->dx, h_dxbc, s.dxbc_s, R, HP);
         get_rows(r->dB, h_dxbc + HP, s.dxbc_s, R, GN);
         get_rows(r->dC, h_dxbc + HP + GN, s.dxbc_s, R, GN);
         get_rows(r->ddt, h_ddt, s.ddt_s, R, H);
-        *pad_ok = padding_untouched(h_y, R, HP, s.y_s) && padding_untouched(h_dxbc, R, W, s.dxbc_s) &&
+        *pad_ok = padding_untouched(h_y, Ry, HP, s.y_s) && padding_untouched(h_dxbc, R, W, s.dxbc_s) &&
                   padding_untouched(h_ddt, R, H, s.ddt_s);
         free(h_y), free(h_dxbc), free(h_ddt);
     }
@@ -335,6 +346,10 @@ static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok)
     dev_free(y), dev_free(dxbc), dev_free(ddt), dev_free(work);
     free(h_xbc), free(h_dt), free(h_dy);
     return rc;
+}
+
+static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok) {
+    return gpu_run_op(pb, Q, padded, NULL, r, pad_ok);
 }
 
 /* ---- comparisons ----------------------------------------------------------- */
@@ -794,57 +809,6 @@ static double lr_err(const float *a, const float *b, long n) {
     return r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
 }
 
-/* The GPU last-row forward + backward on padded buffers; r.y holds Bsz rows
- * (the other rows unused). Returns 0 on success, *pad_ok the padding. */
-static int gpu_last_row(const problem *pb, const float *dy_last, result *r, int *pad_ok) {
-    long R = rows_of(pb);
-    int Bsz = pb->Bsz, H = pb->H, HP = H * pb->P, GN = pb->G * pb->N, W = HP + 2 * GN;
-    strides s = strides_of(pb, 1);
-    float *h_xbc = nan_buffer(R * s.xbc_s), *h_dt = nan_buffer(R * s.dt_s), *h_dy = nan_buffer((long)Bsz * s.dy_s);
-    put_rows(h_xbc, s.xbc_s, pb->x, R, HP);
-    put_rows(h_xbc + HP, s.xbc_s, pb->B, R, GN);
-    put_rows(h_xbc + HP + GN, s.xbc_s, pb->C, R, GN);
-    put_rows(h_dt, s.dt_s, pb->dt, R, H);
-    put_rows(h_dy, s.dy_s, dy_last, Bsz, HP);
-    size_t nwork = st_cuda_ssd_last_row_work_count(Bsz, pb->K, H);
-    float *xbc = dev_upload(h_xbc, (size_t)(R * s.xbc_s)), *dt = dev_upload(h_dt, (size_t)(R * s.dt_s));
-    float *dy = dev_upload(h_dy, (size_t)Bsz * s.dy_s), *A = dev_upload(pb->A, (size_t)H);
-    float *D = dev_upload(pb->D, (size_t)H), *dA = dev_upload(pb->dA0, (size_t)H), *dD = dev_upload(pb->dD0, (size_t)H);
-    float *y = dev_poisoned((size_t)Bsz * s.y_s), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
-    float *ddt = dev_poisoned((size_t)(R * s.ddt_s)), *work = dev_poisoned(nwork);
-    int rc = xbc && dt && dy && A && D && dA && dD && y && dxbc && ddt && work ? ST_OK : ST_ERR_DEVICE;
-    if (rc == ST_OK)
-        rc = st_cuda_ssd_last_row_forward(Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A, xbc + HP,
-                                          s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, NULL);
-    if (rc == ST_OK)
-        rc = st_cuda_ssd_last_row_backward(Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A, xbc + HP,
-                                           s.xbc_s, xbc + HP + GN, s.xbc_s, D, dy, s.dy_s, dxbc, s.dxbc_s, ddt,
-                                           s.ddt_s, dA, dxbc + HP, s.dxbc_s, dxbc + HP + GN, s.dxbc_s, dD, work, NULL);
-    cudaError_t e = cudaDeviceSynchronize();
-    if (rc != ST_OK) fprintf(stderr, "GPU SSD last-row call failed: %s\n", st_last_error());
-    if (e != cudaSuccess) fprintf(stderr, "GPU SSD last-row kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
-    if (rc == ST_OK) {
-        float *h_y = alloc_f((long)Bsz * s.y_s), *h_dxbc = alloc_f(R * s.dxbc_s), *h_ddt = alloc_f(R * s.ddt_s);
-        dev_download(h_y, y, (size_t)Bsz * s.y_s);
-        dev_download(h_dxbc, dxbc, (size_t)(R * s.dxbc_s));
-        dev_download(h_ddt, ddt, (size_t)(R * s.ddt_s));
-        dev_download(r->dA, dA, (size_t)H);
-        dev_download(r->dD, dD, (size_t)H);
-        get_rows(r->y, h_y, s.y_s, Bsz, HP);
-        get_rows(r->dx, h_dxbc, s.dxbc_s, R, HP);
-        get_rows(r->dB, h_dxbc + HP, s.dxbc_s, R, GN);
-        get_rows(r->dC, h_dxbc + HP + GN, s.dxbc_s, R, GN);
-        get_rows(r->ddt, h_ddt, s.ddt_s, R, H);
-        *pad_ok = padding_untouched(h_y, Bsz, HP, s.y_s) && padding_untouched(h_dxbc, R, W, s.dxbc_s) &&
-                  padding_untouched(h_ddt, R, H, s.ddt_s);
-        free(h_y), free(h_dxbc), free(h_ddt);
-    }
-    dev_free(xbc), dev_free(dt), dev_free(dy), dev_free(A), dev_free(D), dev_free(dA), dev_free(dD);
-    dev_free(y), dev_free(dxbc), dev_free(ddt), dev_free(work);
-    free(h_xbc), free(h_dt), free(h_dy);
-    return rc;
-}
-
 /* The CPU float64 reference on the same (float) inputs, rounded once. */
 static void cpu_last_row(const problem *pb, const float *dy_last, result *r) {
     long R = rows_of(pb);
@@ -872,7 +836,7 @@ static void test_last_row(const char *label, int Bsz, int K, int H, int P, int G
         memcpy(dy_last + (size_t)b * HP, pb.dy + ((size_t)b * K + K - 1) * HP, sizeof(float) * HP);
     result g = make_result(&pb), g2 = make_result(&pb), ref = make_result(&pb);
     int pad_ok = 0, pad2 = 0;
-    int rc = gpu_last_row(&pb, dy_last, &g, &pad_ok);
+    int rc = gpu_run_op(&pb, 0, 1, dy_last, &g, &pad_ok);
     CHECK(rc == ST_OK, "%s: GPU last-row run failed", label);
     if (rc == ST_OK) {
         cpu_last_row(&pb, dy_last, &ref);
@@ -895,7 +859,7 @@ static void test_last_row(const char *label, int Bsz, int K, int H, int P, int G
             CHECK(e[i] <= (i == T_Y ? FWD_BOUND : GRAD_BOUND), "%s: last-row %s rel err %.3e", label,
                   tensor_names[i], e[i]);
         CHECK(pad_ok, "%s: the last-row kernels wrote into the padding", label);
-        rc = gpu_last_row(&pb, dy_last, &g2, &pad2);
+        rc = gpu_run_op(&pb, 0, 1, dy_last, &g2, &pad2);
         int same = rc == ST_OK && memcmp(g.y, g2.y, sizeof(float) * (size_t)Bsz * HP) == 0 &&
                    memcmp(g.dx, g2.dx, sizeof(float) * (size_t)R * HP) == 0 &&
                    memcmp(g.ddt, g2.ddt, sizeof(float) * (size_t)R * H) == 0 &&

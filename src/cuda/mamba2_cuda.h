@@ -63,6 +63,11 @@ int st_cuda_mamba2_backward(const st_dims *d, int Bsz, const st_cuda_mamba2_weig
  * leave there) and writes du at every row; every parameter gradient is
  * the full block's given du_out zero but at the last rows (within fp32
  * rounding: other sums in other orders). The same work count. */
+/* Whether the tail takes d's sizes on the current device (its SSD keeps a
+ * window in shared memory: cuda/ssd_last_row_cuda.h); where not, the caller
+ * runs the full block (the same results). */
+int st_cuda_mamba2_last_fits(const st_dims *d);
+
 int st_cuda_mamba2_forward_last(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w, const float *u,
                                 int u_stride, float *u_out, int u_out_stride, float *saved, float *work, void *stream);
 

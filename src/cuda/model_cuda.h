@@ -181,8 +181,11 @@ int st_cuda_model_forward_train_table(st_cuda_model *m, int n, const float *X, i
  * RMSNorm, out_proj and the residual at the last rows only (1, the
  * default) or over every row as the other blocks (0: for the tests and the
  * bench, `ssmtrade bench --last-row-tail 0`). Logits, value and every
- * gradient within fp32 rounding either way. u_L's rows < K-1 are written
- * only with the tail off (the tracer's label of u_L covers the last rows).
+ * gradient within fp32 rounding either way. Where the tail's SSD cannot
+ * hold a window in shared memory (st_cuda_mamba2_last_fits: long windows,
+ * many heads) the full block runs whatever the switch says. u_L's rows <
+ * K-1 are written only by the full block (the tracer's label of u_L
+ * covers the last rows).
  * Process-wide, read when a forward is enqueued (a captured graph keeps
  * its setting); the backward follows its forward's. */
 void st_cuda_model_set_last_row_tail(int on);

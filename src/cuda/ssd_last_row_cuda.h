@@ -32,6 +32,11 @@
 
 size_t st_cuda_ssd_last_row_work_count(int Bsz, int K, int H);
 
+/* 1 when both kernels take these sizes on the current device (the
+ * backward's shared memory, the larger, fits), else 0: the calls below
+ * refuse exactly the sizes this says 0 to. */
+int st_cuda_ssd_last_row_fits(int K, int H, int P, int G, int N);
+
 int st_cuda_ssd_last_row_forward(int Bsz, int K, int H, int P, int G, int N, const float *x, int x_stride,
                                  const float *dt, int dt_stride, const float *A, const float *Bm, int B_stride,
                                  const float *Cm, int C_stride, const float *Dskip, float *y, int y_stride,

@@ -275,6 +275,10 @@ static __global__ void m2_add_rows_kernel(int rows, int D, const float *src, int
 /* Row K-1 of every window, as a view of Bsz rows: offset (K-1) stride, stride K stride. */
 static size_t m2_last(const m2_sizes &s, int stride) { return (size_t)(s.K - 1) * (size_t)stride; }
 
+extern "C" int st_cuda_mamba2_last_fits(const st_dims *d) {
+    return st_cuda_ssd_last_row_fits(d->K, st_heads(d), d->headdim, d->G, d->N);
+}
+
 extern "C" int st_cuda_mamba2_forward_last(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w, const float *u,
                                            int u_stride, float *u_out, int u_out_stride, float *saved, float *work,
                                            void *stream) {

@@ -340,7 +340,7 @@ static int model_forward(st_cuda_model *m, int n, const md_input &in, const floa
     MD_SCAN(ph, ST_TK_W_IN_IN, 0, m->vc, rows, vcw, vcw);
     ST_TRY(st_cuda_linear_forward(rows, vcw, D, m->vc, vcw, vw->w_in_w, vw->w_in_b, m->u[0], D, st));
     MD_SCAN(ph, ST_TK_W_IN_OUT, 0, m->u[0], rows, D, D);
-    m->tail_used = last_row_tail;
+    m->tail_used = last_row_tail && st_cuda_mamba2_last_fits(d); /* else the full block: a window too long */
     for (int l = 0; l < d->L; l++) {
         if (l == d->L - 1 && m->tail_used)
             ST_TRY(st_cuda_mamba2_forward_last(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l],

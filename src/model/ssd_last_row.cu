@@ -228,6 +228,22 @@ extern "C" size_t st_cuda_ssd_last_row_work_count(int Bsz, int K, int H) {
     return 2 * (size_t)Bsz * (size_t)H;
 }
 
+/* Whether the backward's (the larger) per-window shared memory fits the
+ * current device: what the model asks before it runs the tail, so that a
+ * window too long for these kernels falls back to the full block. */
+extern "C" int st_cuda_ssd_last_row_fits(int K, int H, int P, int G, int N) {
+    if (K < 0 || H <= 0 || P <= 0 || N <= 0 || G <= 0 || H % G != 0) return 0;
+    size_t bytes = lr_smem_bytes(K, H, P, G, N, 1);
+    if (bytes <= 49152) return 1;
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+        cudaGetLastError(); /* no sticky error left for the next launch check */
+        return 0;
+    }
+    return bytes <= (size_t)optin;
+}
+
 /* Checks the sizes and lets `kernel` take its shared memory, or says why not. */
 template <typename T> static int lr_prepare(T *kernel, const lr_args &a, int backward, size_t *bytes) {
     ST_REQUIRE(a.Bsz >= 0 && a.K >= 0 && a.H > 0 && a.P > 0 && a.N > 0 && a.G > 0 && a.H % a.G == 0, ST_ERR_INPUT,

@@ -57,6 +57,7 @@
 #include "cuda/cuda_test.h"
 #ifdef ST_HAVE_CUDA
 #include "cuda/linear_cuda.h"
+#include "cuda/mamba2_cuda.h" /* st_cuda_mamba2_last_fits */
 #include "cuda/model_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/window_cuda.h"
@@ -100,11 +101,14 @@ static void md_out_free(md_out *o) { free(o->logits), free(o->value), free(o->g)
 
 /* The initial parameters (st_params_init_f32) nudged by small noise, so that
  * zero-initialised biases and the 0.01-scaled policy output carry gradients
- * of ordinary size and every tensor is exercised. */
-static int md_setup(md_data *h, const char *name, const char *preset, int n, int pad, uint64_t seed) {
+ * of ordinary size and every tensor is exercised; K > 0 replaces the
+ * preset's window length. */
+static int md_setup_k(md_data *h, const char *name, const char *preset, int K, int n, int pad, uint64_t seed) {
     memset(h, 0, sizeof *h);
     h->name = name;
-    if (st_dims_preset(preset, &h->d) != ST_OK || st_param_table_build(&h->d, &h->t) != ST_OK) return 0;
+    if (st_dims_preset(preset, &h->d) != ST_OK) return 0;
+    if (K > 0) h->d.K = K;
+    if (st_param_table_build(&h->d, &h->t) != ST_OK) return 0;
     size_t P = h->t.total;
     h->n = n, h->rows = n * h->d.K, h->xs = h->d.F + h->d.C + pad;
     h->w = malloc(sizeof(float) * P);
@@ -118,6 +122,10 @@ static int md_setup(md_data *h, const char *name, const char *preset, int n, int
     h->dlogits = host_rows(n, h->d.A, h->d.A, 1.0f, seed, 4);
     h->dvalue = host_rows(1, n, n, 1.0f, seed, 5);
     return 1;
+}
+
+static int md_setup(md_data *h, const char *name, const char *preset, int n, int pad, uint64_t seed) {
+    return md_setup_k(h, name, preset, 0, n, pad, seed);
 }
 
 static void md_free(md_data *h) {
@@ -764,6 +772,27 @@ static void md_tail_case(const char *preset, int n, int bf16, uint64_t seed) {
     md_out_free(&on[0]), md_out_free(&on[1]), md_out_free(&off);
     md_free(&h);
 }
+
+/* Case 10: a window too long for the tail's shared memory (tiny at K =
+ * 4096: 352 KiB a window) runs the full block with the switch on: no
+ * error, the bits of the switch off. */
+static void md_tail_too_long_case(uint64_t seed) {
+    md_data h;
+    const char *name = "tail on, window too long for it: tiny K=4096 x2";
+    if (!md_setup_k(&h, name, "tiny", 4096, 2, 0, seed)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    CHECK(!st_cuda_mamba2_last_fits(&h.d), "%s: the tail claims to fit", name);
+    md_out on, off;
+    st_cuda_model_set_last_row_tail(0);
+    md_gpu(&h, 1, &off);
+    st_cuda_model_set_last_row_tail(1);
+    md_gpu(&h, 1, &on);
+    CHECK(md_same(&h, &on, &off, 1), "%s: the switch on differs from off (the full block should have run)", name);
+    md_out_free(&on), md_out_free(&off);
+    md_free(&h);
+}
 #endif
 
 int main(void) {
@@ -806,6 +835,7 @@ int main(void) {
         md_tail_case("default", 6, 0, 7401);
         md_tail_case("odd", 64, 0, 7402);
         md_tail_case("default", 6, 1, 7403);
+        md_tail_too_long_case(7404);
     }
 #endif
     TEST_MAIN_END();

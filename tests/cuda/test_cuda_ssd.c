@@ -880,6 +880,12 @@ static void test_last_row_bad_sizes(void) {
                                        0, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
     CHECK(rc == ST_ERR_INPUT, "last row, K=2^20 (shared memory past any device) gave status %d", rc);
     st_clear_error();
+    /* the model's question before it runs the tail: yes to what the cases above ran, no to what is refused */
+    CHECK(st_cuda_ssd_last_row_fits(64, 8, 32, 1, 64) && st_cuda_ssd_last_row_fits(37, 6, 5, 3, 7) &&
+              st_cuda_ssd_last_row_fits(1024, 8, 32, 1, 64),
+          "last row: fits says no to a size the kernels take");
+    CHECK(!st_cuda_ssd_last_row_fits(1 << 20, 8, 32, 1, 64) && !st_cuda_ssd_last_row_fits(4, 3, 2, 2, 2),
+          "last row: fits says yes to a size the kernels refuse");
 }
 
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */

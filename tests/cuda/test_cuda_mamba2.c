@@ -315,8 +315,9 @@ static void m2_tail_run(const m2_case *c, uint64_t seed) {
         TAIL_PARITY(label, rel_err_added(t->g[k], full.g[k], h.g0[k], h.cnt[k]), 1e-4);
     }
 #undef TAIL_PARITY
-    long gd = gap_written(t->du, R, D, h.dus);
+    long gd = gap_written(t->du, R, D, h.dus), gu = gap_written(t->u_out, R, D, h.uos);
     CHECK(gd == 0, "%s: the tail wrote %ld values into du's padding", c->name, gd);
+    CHECK(gu == 0, "%s: the tail wrote %ld values into u_out's padding (its 2-D copy, out_proj)", c->name, gu);
     CHECK(m2_same(&h, &tail[0], &tail[1]), "%s: two tail runs differ", c->name);
     m2_out_free(&full), m2_out_free(&tail[0]), m2_out_free(&tail[1]);
     m2_data_free(&h);

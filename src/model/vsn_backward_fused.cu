@@ -665,7 +665,7 @@ extern "C" int st_cuda_vsn_backward_fused_dlog(int rows, int F, const double *da
     if (rows <= 0) return ST_OK;
     cudaStream_t st = (cudaStream_t)stream;
     const size_t bytes = sizeof(float) * DLOG_WARPS * 32 * (size_t)dlog_ld(F);
-    if (bytes <= 49152) { /* F <= 96: no opt-in needed */
+    if (bytes <= 49152) { /* F <= 95: no opt-in needed */
         const size_t tiles = ((size_t)rows + 31) / 32;
         size_t blocks = (tiles + DLOG_WARPS - 1) / DLOG_WARPS;
         if (blocks > (1u << 30)) blocks = 1u << 30;

@@ -39,6 +39,7 @@
 #include "cuda/vsn_device.cuh"
 
 extern "C" {
+#include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_table_combine */
 #include "cuda/vsn_train_table_cuda.h"
 }
 
@@ -229,6 +230,77 @@ extern "C" int st_cuda_vsn_train_table_grad(const st_vsn_bar_index *ix, int rows
     tt_grad_kernel<<<tt_blocks((size_t)ix->cap, warps), TT_THREADS, 0, (cudaStream_t)stream>>>(
         rows, F, Dv, ix->cap, ix->count, ix->offs, ix->srow, tab, alpha, alpha_stride, dv, dv_stride, dalpha,
         dalpha_stride, dad, dT);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+/* The training forward's combine, a warp a compact bar b < nb, lane c < Dv
+ * its column: for each of b's rows r in CSR order v[r, c] = sum_j
+ * alpha[r, j] t_j[b][c] over j in order in double, rounded once:
+ * table_combine_kernel's sum term for term (the same bits), but each table
+ * row is fetched once a bar (then from L1/L2) instead of once a row: 358
+ * of 671 MB at 2,048 windows, 490 of 2,684 MB at 8,192
+ * (bench/notes-tt-kernels.md). The row's alphas are converted once (lane
+ * j) into Fe = F rounded up to even doubles of shared memory a warp and
+ * read back as broadcast pairs; the variables' loads issue TC_UNROLL at a
+ * time. Rows r >= rows (an index built over more rows than this call) are
+ * skipped. */
+#define TC_UNROLL 8
+static __global__ void __launch_bounds__(TT_THREADS)
+    tt_combine_kernel(int rows, int F, int Dv, int cap, const int *count, const int *offs, const int *srow,
+                      const float *tab, const float *alpha, int alpha_stride, float *v, int v_stride) {
+    extern __shared__ double2 tc_smem[];
+    const int lane = threadIdx.x % 32, Fe = (F + 1) & ~1;
+    double *als = reinterpret_cast<double *>(tc_smem) + (size_t)(threadIdx.x / 32) * Fe;
+    const bool col = lane < Dv;
+    const size_t nb = (size_t)min(*count, cap), P = (size_t)F * Dv;
+    WARP_LOOP(b, nb) {
+        const float *t = tab + b * P + (col ? lane : 0);
+        const int i1 = offs[b + 1];
+        for (int i = offs[b]; i < i1; i++) {
+            const size_t r = (size_t)srow[i];
+            if (r >= (size_t)rows) continue; /* warp-uniform */
+            __syncwarp(); /* every lane has read the previous row's alphas */
+            for (int j = lane; j < Fe; j += 32)
+                als[j] = j < F ? (double)alpha[r * (size_t)alpha_stride + j] : 0.0;
+            __syncwarp();
+            double acc = 0;
+            int j = 0;
+            for (; j + TC_UNROLL <= F; j += TC_UNROLL) {
+                float tv[TC_UNROLL];
+#pragma unroll
+                for (int k = 0; k < TC_UNROLL; k++)
+                    tv[k] = __ldg(t + (size_t)(j + k) * Dv);
+#pragma unroll
+                for (int k = 0; k < TC_UNROLL; k += 2) {
+                    const double2 a = *reinterpret_cast<const double2 *>(als + j + k);
+                    acc += a.x * (double)tv[k];
+                    acc += a.y * (double)tv[k + 1];
+                }
+            }
+            for (; j < F; j++)
+                acc += als[j] * (double)__ldg(t + (size_t)j * Dv);
+            if (col) v[r * (size_t)v_stride + lane] = (float)acc;
+        }
+    }
+}
+
+extern "C" int st_cuda_vsn_train_table_combine(const st_vsn_bar_index *ix, int rows, int F, int Dv, const float *tab,
+                                               const float *alpha, int alpha_stride, float *v, int v_stride,
+                                               void *stream) {
+    ST_REQUIRE(ix && ix->count, ST_ERR_INPUT, "training bar table combine: no index");
+    ST_REQUIRE(F > 0 && Dv > 0 && Dv <= 32, ST_ERR_INPUT,
+               "training bar table combine: F=%d Dv=%d (a warp holds a variable's Dv <= 32 values)", F, Dv);
+    ST_REQUIRE(rows >= 0 && rows <= ix->rows_max, ST_ERR_INPUT,
+               "training bar table combine: %d rows, the index was built for at most %d", rows, ix->rows_max);
+    ST_REQUIRE(tab && alpha && v, ST_ERR_INPUT, "training bar table combine: a NULL buffer (table, alpha or v)");
+    if (rows == 0) return ST_OK;
+    const int warps = TT_THREADS / 32;
+    const size_t bytes = sizeof(double) * warps * (size_t)((F + 1) & ~1);
+    if (bytes > 49152) /* F > 768: the row kernel (the same bits) */
+        return st_cuda_vsn_table_combine(rows, F, Dv, alpha, alpha_stride, tab, ix->crow, v, v_stride, stream);
+    tt_combine_kernel<<<tt_blocks((size_t)ix->cap, warps), TT_THREADS, bytes, (cudaStream_t)stream>>>(
+        rows, F, Dv, ix->cap, ix->count, ix->offs, ix->srow, tab, alpha, alpha_stride, v, v_stride);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

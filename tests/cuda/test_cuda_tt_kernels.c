@@ -13,8 +13,12 @@
  *     alpha[r, j] dv[r, c], rounded once; dT rows past the count keep the
  *     poison. F = 40 / Dv = 32 (the default), F = 37 / Dv = 16 (a partial
  *     variable chunk), F = 13 / Dv = 5 (lanes past Dv), F = 3 / Dv = 8.
+ *     The same index then drives st_cuda_vsn_train_table_combine
+ *     (tt_combine_kernel): v[r, c] = (float) sum_j alpha[r, j] t_j[b][c]
+ *     in variable order in double for every row, and again for all but
+ *     the last 7 rows (those, and v's row gaps, keep the poison).
  *  2. st_cuda_vsn_backward_fused_dlog (bwd_dlog_tile_kernel, and
- *     bwd_dlog_kernel for F > 96): dlog_j = alpha_j ((float) dad_j - dot),
+ *     bwd_dlog_kernel for F > 95): dlog_j = alpha_j ((float) dad_j - dot),
  *     dot = sum_j alpha_j dad_j in variable order as fused multiply-adds
  *     (the kernels' contraction, checked in their PTX), rows not a
  *     multiple of the 32-row tile, alpha strided.
@@ -141,6 +145,36 @@ static void tt_case(int rows_max, int rows, int bars, int spread, int F, int Dv,
     CHECK(bad_dT == 0, "%s: %ld of %d dT values differ from the ascending double sum", name, bad_dT, nb * P);
     CHECK(bad_tail == 0, "%s: %ld dT values past the %d bars written", name, bad_tail, nb);
     printf("  %-60s %d bars, bit-exact: %s\n", name, nb, bad_dad + bad_dT + bad_tail == 0 ? "yes" : "NO");
+    /* the training forward's combine through the same index: all rows, then all but the last 7 */
+    const int vs = Dv + 3;
+    for (int pass = 0; pass < 2; pass++) {
+        const int n = pass ? rows - 7 : rows;
+        float *dvv = dev_poisoned((size_t)rows * vs);
+        rc = st_cuda_vsn_train_table_combine(&ix, n, F, Dv, dtab, dal, as, dvv, vs, NULL);
+        CHECK(rc == ST_OK, "%s: combine: %s", name, st_last_error());
+        float *v = dev_download_new(dvv, (size_t)rows * vs);
+        long bad_v = 0, bad_gap = 0;
+        for (int r = 0; r < rows; r++) {
+            const float *t = tab + (size_t)bar_of_key[key[r]] * P;
+            for (int c = 0; c < vs; c++) {
+                const float got = v[(size_t)r * vs + c];
+                if (c >= Dv || r >= n) {
+                    bad_gap += !is_poison(got);
+                    continue;
+                }
+                double a = 0;
+                for (int j = 0; j < F; j++) a += (double)alpha[(size_t)r * as + j] * (double)t[j * Dv + c];
+                if (!same_bits_f(got, (float)a) && bad_v++ < 3)
+                    fprintf(stderr, "  %s: combine v[%d][%d] %.9g, want %.9g\n", name, r, c, got, (float)a);
+            }
+        }
+        CHECK(bad_v == 0, "%s: combine over %d rows: %ld of %d v values differ from the double sum's bits", name, n,
+              bad_v, n * Dv);
+        CHECK(bad_gap == 0, "%s: combine over %d rows: %ld values written outside them or in the row gaps", name, n,
+              bad_gap);
+        free(v);
+        dev_free(dvv);
+    }
     free(acc), free(dad), free(dT), free(key), free(bar_of_key), free(tab), free(alpha), free(dv), free(dalpha);
     dev_free(dkey), dev_free(dtab), dev_free(dal), dev_free(ddv), dev_free(ddal), dev_free(ddad), dev_free(ddT);
     dev_free(base);

@@ -266,6 +266,13 @@ static void run_all(void) {
     if (test_part(11)) combine_case(301, 37, 16, 50, 0, 9302);
     if (test_part(12)) combine_case(129, 13, 8, 9, 0, 9303);
     if (test_part(13)) combine_case(99, 11, 5, 20, 0, 9304);
+    /* the boundaries: Dv = 32 with a partial variable chunk, an odd Dv, the dlog tile's widest F
+     * (48,640 bytes of shared memory) and the first F past it, the float4 combine's variable tail at Dv = 32 */
+    if (test_part(14)) tt_case(300, 290, 500, 40, 45, 32, 1, 9105);
+    if (test_part(15)) tt_case(128, 120, 300, 20, 9, 7, 0, 9106);
+    if (test_part(16)) dlog_case(100, 95, 9204);
+    if (test_part(17)) dlog_case(70, 96, 9205);
+    if (test_part(18)) combine_case(257, 45, 32, 40, 0, 9305);
 }
 #endif
 

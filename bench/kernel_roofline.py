@@ -2,49 +2,83 @@
 """kernel_roofline.py: a roofline table of one training step, kernel by kernel
 (issue 7): FLOPs and DRAM bytes of each of our kernels counted by hand from
 the model's sizes, against the times Nsight Compute measured and the card's
-ceilings (copy bandwidth, fp32 sgemm) measured by ``ssmtrade bench`` in the
-same run. bench/NOTES.md keeps the two floors (compute, memory) per kernel.
+ceilings (copy bandwidth, fp32 sgemm, the tensor cores' GEMM) measured by
+``ssmtrade bench`` in the same run. bench/NOTES.md keeps the two floors
+(compute, memory) per kernel.
 
 Input: the ncu CSV of ONE call of the training benchmark, e.g. (gpu-check.sh's
 ``profile`` stage)
 
     ncu --clock-control none --metrics gpu__time_duration.sum --csv \\
         --launch-count 700 build-gpu/ssmtrade bench --what train --windows 2048 \\
-        --precision fp32 --repeats 1 --warmup 0 --sets 1 > ncu.csv
-    python3 bench/kernel_roofline.py ncu.csv [--ceilings ours.json] [--top 12]
+        --precision bf16 --repeats 1 --warmup 0 --sets 1 > ncu.csv
+    python3 bench/kernel_roofline.py ncu.csv --precision bf16 [--ceilings ours.json]
 
 or the table bench/ncu_summary.py printed from such a CSV:
 
-    python3 bench/kernel_roofline.py --summary profile.txt --steps 2
+    python3 bench/kernel_roofline.py --summary profile.txt --precision bf16
     python3 bench/kernel_roofline.py --selftest
+
+--precision (fp32 | bf16) must be the run's: it picks the kernels the step
+launches and the ceilings. ssd.cu's dispatch at the default preset: fp32
+runs the CUDA-core scans (scan_forward_kernel<8> of ssd_scan.cu,
+scan_backward_kernel<8, 0>), bf16 the TF32 tensor-core ones (scan_tc_pair_
+kernel where a window is two whole chunks of a multiple of 16 rows, else
+scan_tc_kernel; scan_backward_kernel<8, 1>); where the scans do not fit
+(P N over 256 x 8 state elements for the backward: the large preset) the
+chunk-parallel kernels of ssd.cu run (chunk_summary, chunk_backward;
+chunk_forward where the forward scan does not fit either).
 
 One call of that benchmark runs the step twice (an eager step, then one
 replay of its graph), so the capture holds about two steps; the per-step
 figures divide by the number of steps, taken from --steps or else from
-chunk_backward_kernel (once per Mamba2 layer per step). A capture cut by
---launch-count ends inside a step: kernels whose calls do not match their
-count per step are flagged and counted as the first calls of a step, in
-the order the step runs them. The capture starts with the program, so the
-whole-step line (and "the rest") also holds the setup's few kernels.
+scan_backward_kernel (or chunk_backward_kernel: once per Mamba2 layer per
+step). A capture cut by --launch-count ends inside a step: kernels whose
+calls do not match their count per step are flagged and counted as the
+first calls of a step, in the order the step runs them. The capture starts
+with the program, so the whole-step line (and "the rest") also holds the
+setup's few kernels.
+
+The training bar table (src/model/vsn_train_table.cu, on under the default
+auto rule when the expected distinct bars are at most 0.8 of the rows: as
+st_cuda_model_train_table_wanted): the VSN's per-variable GRNs run once a
+distinct bar of the minibatch, not once a row. --bars (default: 70,000 at
+2,048 windows, the figure of bench/NOTES.md "second session" and
+bench/notes-train-table.md; at other sizes scaled by that note's expected
+distinct count of uniform windows, M (1 - e^{-rows / M}), M = --market-bars,
+default 96,000: the bench market's bars, bench/NOTES.md change 21). The
+formula alone gives 71,492 at 2,048 windows; 70,000 keeps the notes' figure.
+No device count of the distinct bars was found in the notes: --bars is the
+place to put one.
 
 Ceilings: --ceilings FILE (``ssmtrade bench --json``: ceilings.copy.GBps,
-ceilings.sgemm.TFLOPs, ceilings.gemm_fp32_fast_bf16.TFLOPs), else --copy-gbps
-and --fp32-tflops (defaults: the H200 on 2026-12-01). Flags given
-explicitly win over the file.
+ceilings.sgemm.TFLOPs, ceilings.gemm_fp32_fast_bf16.TFLOPs, and a
+ceilings.gemm_tf32.TFLOPs if a build measures one), else --copy-gbps,
+--fp32-tflops, --gemm-tflops, --tf32-tflops (defaults: the H200 on
+2026-12-01; TF32: the H200's dense spec, 495 TFLOP/s, no measurement).
+Flags given explicitly win over the file. In bf16 mode the cuBLAS products
+are floored against the GEMM ceiling (32F_FAST_16BF: cuBLAS may pick TF32
+kernels, as the profile's sm90_xmma_..._tf32f32 names show) and the scans'
+TF32 WMMA tiles against the TF32 figure; everything else (the fused VSN
+kernels' fp32 FMAs, the scans' element-wise double work) against fp32.
 
 Counting rules (every function below follows them):
   FLOPs: the arithmetic the op needs, once: a multiply-add is 2, any other
     add, multiply, divide, exp, sqrt or select is 1; work a kernel repeats
-    (a second pass that recomputes what it had) is not counted. Double and
-    float count alike, though FP64 runs at half the FP32 rate on the H200
-    (var_gate's statistics, var_gate_bwd, dlog, combine, the RMSNorm
-    kernels, the column sums and the conv's parameter sums work in double: their
-    compute floor is up to twice the one shown, still far below memory's).
+    (a second pass that recomputes what it had, the scan backward's forward
+    walk forming the decays again) is not counted. Double and float count
+    alike, though FP64 runs at half the FP32 rate on the H200 (the norms'
+    statistics, the combines, dlog, the column sums and the scans' decays
+    work in double: their compute floor is up to twice the one shown, still
+    far below memory's). A product's FLOPs are those of its triangle where
+    only s <= t is needed; the TF32 tiles compute whole 16 x 16 tiles (not
+    counted).
   bytes: the minimum DRAM traffic of one call in float32: each input read
     once, each output written once (in place = read + write). Where the
     design reads something more than once from DRAM-sized buffers (B and C
-    once per head of their group, a column tile re-reading its rows...)
-    the note gives that larger count too.
+    once per head of their group, the scan backward's forward walk staging
+    x and B again, a table row once a window row...) the note gives that
+    larger count too.
   cuBLAS: names cannot tell the shapes, so every GEMM kernel (split-K
     reductions too) is one row, its FLOPs and bytes those of the step's
     products counted from their shapes (cublas_products).
@@ -52,24 +86,68 @@ Counting rules (every function below follows them):
     bound on each kernel's time inside the graph.
 
 Columns: calls and ms a step; FLOP and bytes a call (the whole-step line:
-a step); the floors of a step's calls (FLOPs / fp32 ceiling, bytes / copy
-ceiling); achieved TFLOP/s and GB/s; GB/s as % of the copy ceiling; x
-floor = the time over the larger floor; binds = the larger floor.
+a step); the floors of a step's calls (compute: FLOPs over their ceilings
+as above; memory: bytes / copy ceiling); achieved TFLOP/s and GB/s; GB/s as
+% of the copy ceiling; x floor = the time over the larger floor; binds =
+the larger floor.
 
-Hand-checked numbers (the default preset at 2,048 windows: rows R =
-131,072, F = 40, Dv = 32, P = F Dv = 1,280; the self-test asserts them):
-  var_gate_kernel: reads glu [R, 2P], s [R, F]; writes glu [R, 2P],
-    x [R, P], mean, rstd [R, F]; plus glu_b, ew, eb (4P):
-    4 (R (5P + 3F) + 4P) = 4 (131,072 x 6,520 + 5,120) = 3,418,378,240 B
-    (3.4 GB); FLOPs 13 R P + 5 R F = 2,207,252,480.
-  rank1_kernel: reads s [R, F], U, V [P]; writes h1 [R, P]:
-    4 (R (P + F) + 2P) = 692,070,400 B.
-  scale2_kernel: reads s [R, F], dh1, dx [R, P]; writes [R, 2P]:
-    4 R (4P + F) = 2,705,326,080 B.
+Hand-checked numbers (the default preset at 2,048 windows, bf16 unless
+said: rows R = 131,072, F = 40, Dv = 32, P = F Dv = 1,280, H = 8 heads of
+headdim p = 32, N = 64, G = 1, Q = L = 32 (nc = 2), T = L (L + 1) / 2 = 528
+pairs, Bsz H = 16,384 blocks, nb = 70,000 bars; the self-test asserts them):
+  scan_backward_kernel (ssd_scan_backward.cu + ssd_chunk_tc.cuh), a block
+    per (window, head). Per block the TF32 products: each of the 2 backward
+    chunks G = C B^T and dM = dY X^T over the pairs T (2N + 2p) = 101,376,
+    one boundary product (X dS_out at c = 0, dY S_in at c = 1) 2pNL =
+    131,072, dC and dB 4NT = 135,168, dX = M^T dY 2pT = 33,792, and chunk
+    0's dX += (wB) dS_out^T or chunk 1's U = (e dY)^T C 2pNL = 131,072:
+    532,480 a chunk; the forward walk's own state X^T diag(w) B 131,072:
+    1,196,032 a block, 19,595,788,288 a call. All FLOPs: the chunks as
+    ssd.cu's chunk_backward counts them (backward_chunk_flops: 562,848 at
+    c = 0, 426,496 at c = 1, their decays from segment sums 5,456 adds
+    each), less 2 (5,456 - 32) for the TC decays from one prefix, plus the
+    forward walk L + Lp + 2pNL + 2pN = 136,224, U 2pNL + Lp = 132,096, the
+    dS_out recurrence 2pN = 4,096: 1,250,912 a block, 20,494,942,208 a call
+    (fp32 mode, the segment sums kept: 1,261,760, 20,672,675,840). Bytes:
+    reads x, dy [R, H p], B, C [R, G N], dt [R, H], A, D; writes dx
+    [R, H p], ddt [R, H], the per-head dB, dC partials [Bsz H, K N] each,
+    the dA, dD partials [Bsz H nc]: 4 (R (2 Hp + 2 GN + H) + 2H + R (Hp +
+    H) + 2 R H N + 2 Bsz H nc) = 1,015,283,776 B (the chunk_backward count
+    of before, 4 x 320,962,576, less its state reads); the per-head
+    partials are 537 MB of it.
+  scan_tc_pair_kernel (ssd_scan_tc.cu): per (window, head) chunk 0 L +
+    T (2N + 3) + 2pT + 2Lp + L (prefix) = 105,072, chunk 1 that + T + L +
+    (2N + 2) L p = 238,752, the state X0^T (w0 B0) L + LN + 2pNL = 133,152:
+    476,976 a block, 7,814,774,784 a call (TF32 tiles 2 T (2N + 2p) + 2 x
+    2pNL = 464,896 a block, 7,616,856,064). Bytes: reads x, B, C, dt, A, D,
+    writes y: 4 (R (2 Hp + 2 GN + H) + 2H) = 339,738,688 B.
+  vsn_bwd_fused_kernel<32, 1> (vsn_backward_fused.cu, table mode over nb
+    bars): per (bar, variable) the products 18 Dv^2 (recompute h2 2, g 4;
+    dh2 4, dWg 4, dh1 2, dW2 2) and ~60 Dv element-wise
+    (notes-vsn-backward-fused.md): nb F (18 Dv^2 + 60 Dv) = 56,985,600,000
+    FLOPs. Bytes: reads dT [nb, P], s [nb, F] (gathered), the bars' rows
+    [nb], the weights F (3 Dv^2 + 8 Dv); writes the partials 32 splits x F x
+    (3 Dv^2 + 8 Dv) doubles: 4 (nb (P + F + 1) + 133,120) + 34,078,720 =
+    404,491,200 B.
+  vsn_fused_kernel<32, 256, 1> (vsn_forward_fused.cu, table mode): per
+    (bar, variable) 6 Dv^2 + 21 Dv (h1 4, the glu's biases and gate 9, the
+    statistics 4, t 4 a value): 19,084,800,000 FLOPs; bytes as the
+    backward's reads, the table [nb, P] written instead: 370,412,480 B.
+  tt_grad_kernel (vsn_train_table.cu): 4 R P = 671,088,640 FLOPs; reads
+    the table [nb, P], offs, srow, dv [R, Dv], alpha [R, F], writes dT
+    [nb, P] and dalpha [F, R] doubles: 4 (2 nb P + nb + 1 + R (1 + Dv + F))
+    + 8 R F = 797,296,068 B (notes-train-table.md: 796 MB).
+  table_combine_kernel: 2 R P = 335,544,320 FLOPs; 4 (R (F + 1 + Dv) + nb
+    P) = 396,673,024 B (a table row once a window row: 709,361,664).
+  rms_backward_regs_kernel<2> (n = d_inner = 256): 21 R n + 2 R =
+    704,905,216 FLOPs; 4 (5 R n + R + n) + 8 x 1,024 splits x n =
+    673,711,104 B. rms_forward_regs_kernel: 9 R n + 4 R = 302,514,176,
+    4 (3 R n + R + n) = 403,178,496 B.
+  bwd_dlog_kernel: 4 R F = 20,971,520 FLOPs, 16 R F = 83,886,080 B.
+  sel_tail_group_kernel: 18 R F + 4 R = 94,896,128 FLOPs; 4 R (7F + 2) +
+    8F = 147,849,536 B.
   conv_forward_tile_kernel (Ch = 384, W = 4): reads x [R, Ch], w, b; writes
     y [R, Ch]: 4 (2 R Ch + 5 Ch) = 402,660,864 B.
-  chunk_backward_kernel (Bsz = 2,048, H = 8, headdim 32, N = 64, G = 1,
-    nc = 2): 4 x 320,962,576 = 1,283,850,304 B.
   in_proj forward (cuBLAS): 2 R D (2 d_inner + 2 G N + H) = 2 x 131,072 x
     128 x 648 = 21,743,271,936 FLOPs.
 """
@@ -84,9 +162,14 @@ from collections import defaultdict
 
 from compare import fmt_num  # bench/compare.py: the same SI formatting
 
+
 DEFAULT_COPY_GBPS = 4257.8  # H200, 2026-12-01: device copy, bytes read + written
 DEFAULT_FP32_TFLOPS = 51.3  # H200, 2026-12-01: cuBLAS sgemm 8192^3, no TF32
-STEP_MARKER = "chunk_backward_kernel"  # once per Mamba2 layer per step
+DEFAULT_GEMM_TFLOPS = 411.9  # H200, 2026-12-01 (results/2026-12-01-a): fp32 in/out, 32F_FAST_16BF, 8192^3
+DEFAULT_TF32_TFLOPS = 495.0  # H200 SXM dense TF32 tensor-core spec (989 is with sparsity): not measured
+STEP_MARKERS = ("scan_backward_kernel", "chunk_backward_kernel")  # one of them, once per Mamba2 layer per step
+BARS_2048 = 70_000  # distinct bars of 2,048 windows: bench/NOTES.md "second session", notes-train-table.md
+MARKET_BARS = 96_000  # the bench market's bars (bench/NOTES.md change 21: the action step's table)
 
 # src/core/config.c, st_dims_preset (T is not needed here).
 PRESETS = {
@@ -99,13 +182,22 @@ PRESETS = {
 }
 
 
+
+def expected_bars(rows, market):
+    """notes-train-table.md: the expected distinct bars of `rows` uniform
+    draws over `market` bars, M (1 - e^{-rows / M})."""
+    return market * -math.expm1(-rows / market)
+
+
 class Sizes:
     """The sizes one training step of `windows` windows works on, named as
-    in DESIGN (and derived as src/core/config.h derives them)."""
+    in DESIGN (and derived as src/core/config.h derives them); the precision
+    mode and the distinct bars of the minibatch."""
 
-    def __init__(self, preset, windows):
+    def __init__(self, preset, windows, precision="bf16", bars=None, market=MARKET_BARS):
         d = PRESETS[preset]
         self.__dict__.update(d)
+        self.preset, self.precision = preset, precision
         self.Bsz = windows  # windows of the step (the SSD's batch)
         self.R = windows * d["K"]  # window rows
         self.Pv = d["F"] * d["Dv"]  # the VSN's [rows, F Dv] width
@@ -118,88 +210,147 @@ class Sizes:
         self.Qe = max(1, min(d["Q"], d["K"]))  # ssd.cu's clamp_q
         self.nc = -(-d["K"] // self.Qe)
         self.chunks = [min(self.Qe, d["K"] - c * self.Qe) for c in range(self.nc)]
+        self.market = market
+        # model.cu st_cuda_model_train_table_wanted (auto): expected distinct bars <= 0.8 rows
+        self.table = d["Dv"] in (8, 16, 32) and expected_bars(self.R, market) <= 0.8 * self.R
+        self.cap = min(self.R, market)  # the index's bound, grids and splits sized for it
+        if bars is not None:
+            self.nb, self.bars_from = min(bars, self.R), "--bars"
+        else:
+            scale = BARS_2048 / expected_bars(2048 * 64, MARKET_BARS)
+            self.nb = min(self.R, round(scale * expected_bars(self.R, market)))
+            self.bars_from = ("70,000 (bench/NOTES.md, notes-train-table.md)" if self.R == 131072 and
+                              market == MARKET_BARS else "70,000 at 2,048 windows scaled by M (1 - e^{-rows/M})")
+
+    @property
+    def tc(self):
+        """bf16 mode: the scans' products on the TF32 tensor cores."""
+        return self.precision == "bf16"
 
 
 class Cost:
-    """One call: FLOPs, minimum bytes, and the bytes its design moves when
-    it re-reads something (None when that is the minimum)."""
+    """One call: FLOPs (of which `tc` on the tensor cores), minimum bytes,
+    and the bytes its design moves when it re-reads something (None when
+    that is the minimum)."""
 
-    def __init__(self, flops, nbytes, design=None):
-        self.flops, self.bytes, self.design = float(flops), float(nbytes), design
+    def __init__(self, flops, nbytes, design=None, tc=0):
+        self.flops, self.bytes, self.design, self.tc = float(flops), float(nbytes), design, float(tc)
 
 
 F4 = 4  # bytes of a float32
 
 
-# ---- the VSN (src/model/vsn.cu, vsn_fold.cu) ---------------------------------
+# ---- the VSN (vsn_forward_fused.cu, vsn_backward_fused.cu, vsn_train_table.cu, vsn.cu)
 
 
-def var_gate(z):
-    """vsn.cu var_gate_kernel (a warp per 4 (row, variable) items): reads glu
-    [R, 2P] and s [R, F] (wk.s), glu_b (fo.Vg, 2P), embed_w, embed_b (P
-    each); writes glu [R, 2P] in place ([g1; sigma(g2)]), x [R, P], mean,
-    rstd [R, F]. Per value: 2 bias adds, sigmoid 3, x = s ew + eb + g1 sg 4,
-    the mean's add 1, the variance's sub + multiply-add 3; per item 5."""
-    R, P, F = z.R, z.Pv, z.F
-    return Cost(13 * R * P + 5 * R * F, F4 * (R * (5 * P + 3 * F) + 4 * P))
+def vsn_weights(z):
+    """The per-variable weights and vectors a fused kernel stages: [W2; Wg]
+    3 Dv^2 and U, V, Vg (2), ew, eb, ln_w, ln_b: 8 Dv floats a variable."""
+    return z.F * (3 * z.Dv * z.Dv + 8 * z.Dv)
 
 
-def var_gate_bwd(z):
-    """vsn.cu var_gate_bwd_kernel: reads x [R, P], mean, rstd, alpha [R, F],
-    dv [R, Dv] (the VSN output's gradient, read by the F items of a row:
-    from cache), glu [R, 2P], var_ln_w [P]; writes dE (wk.dx) [R, P], glu
-    [R, 2P] (dgl, in place), x [R, P] (pw, in place). Per value 17 (the
-    norm's backward in double, the gate's), per item 2."""
-    R, P, F, Dv = z.R, z.Pv, z.F, z.Dv
-    return Cost(17 * R * P + 2 * R * F, F4 * (R * (7 * P + 3 * F + Dv) + P))
+def vsn_forward_fused(z):
+    """vsn_forward_fused.cu vsn_fused_kernel. Table mode (the training
+    table): over the nb distinct bars (blocks past the device count stop),
+    each bar's s row through the index's first rows: reads s [nb, F]
+    (gathered), first [nb], the weights (per block, from L2); writes the
+    table t [nb, P]. Row mode (no table): over the R rows, reads s and
+    alpha [R, F], writes v [R, Dv]. Per (row, variable): h2 2 Dv^2, g 4
+    Dv^2 (fp32 FMAs on the CUDA cores, both precisions); per value h1 =
+    ELU(s U + V) 4, the glu's biases, sigmoid and x = e + g1 sg 9, the
+    statistics 4 (double), t = xhat w + b 4 (row mode: + alpha t 2)."""
+    F, Dv, P = z.F, z.Dv, z.Pv
+    if z.table:
+        n = z.nb
+        return Cost(n * F * (6 * Dv * Dv + 21 * Dv), F4 * (n * (P + F + 1) + vsn_weights(z)))
+    n = z.R
+    return Cost(n * F * (6 * Dv * Dv + 23 * Dv), F4 * (n * (2 * F + Dv) + vsn_weights(z)))
 
 
-def dlog(z):
-    """vsn.cu dlog_kernel (a warp per row, the F variables in turn): reads x
-    [R, P], mean, rstd, alpha [R, F], dv [R, Dv], var_ln_w, var_ln_b [P];
-    writes dlog [R, F] (the training step passes no dalpha). Per value t_j =
-    xhat w + b 4 and dv . t_j 2 (in double); per item 4."""
-    R, P, F, Dv = z.R, z.Pv, z.F, z.Dv
-    return Cost(6 * R * P + 4 * R * F, F4 * (R * (P + 4 * F + Dv) + 2 * P))
+def vsn_bwd_splits(z):
+    """vsn_backward_fused.cu: min(tiles, VSNB_SPLITS = 32) over the tiles of
+    4 x 256 / (Dv / 4) rows (the table mode's for cap rows)."""
+    rows = z.cap if z.table else z.R
+    tile = 4 * 256 // (z.Dv // 4)
+    return min(-(-rows // tile), 32)
 
 
-def combine(z):
-    """vsn.cu combine_kernel (a thread per (row, k), the F variables summed
-    in order, in double): reads x [R, P], mean, rstd, alpha [R, F],
-    var_ln_w, var_ln_b [P]; writes v [R, Dv]. Per value t_j 4, alpha_j t_j
-    summed 2."""
-    R, P, F, Dv = z.R, z.Pv, z.F, z.Dv
-    return Cost(6 * R * P, F4 * (R * (P + 3 * F + Dv) + 2 * P))
+def vsn_backward_fused(z):
+    """vsn_backward_fused.cu vsn_bwd_fused_kernel, a block per (variable,
+    row split). Table mode (<Dv, 1>): over the nb bars with dv = dT [nb, P]
+    (variable offset Dv) and alpha = 1: reads dT, s [nb, F] (gathered),
+    first [nb], the weights; writes one partial of 3 Dv^2 + 8 Dv doubles a
+    (split, variable). Row mode: over R rows, reads s, alpha [R, F], dv
+    [R, Dv] (from L2 F times), writes dalpha_j and the ds parts [F, R]
+    doubles besides. Per (row, variable): the products 18 Dv^2 (recompute
+    h2 2, g 4; dh2 = dgl Wg 4, dWg += dgl^T h2 4, dh1 = dh2 W2 2, dW2 +=
+    dh2^T h1 2), fp32 FMAs; ~60 Dv element-wise (ELU twice, sigmoid, the
+    norm forward and backward in double, the column sums:
+    notes-vsn-backward-fused.md)."""
+    F, Dv, P = z.F, z.Dv, z.Pv
+    parts = 8 * vsn_bwd_splits(z) * F * (3 * Dv * Dv + 8 * Dv)
+    flops_each = F * (18 * Dv * Dv + 60 * Dv)
+    if z.table:
+        n = z.nb
+        return Cost(n * flops_each, F4 * (n * (P + F + 1) + vsn_weights(z)) + parts)
+    n = z.R
+    return Cost(n * flops_each, F4 * (n * (2 * F + Dv) + vsn_weights(z)) + 8 * 2 * n * F + parts,
+                F4 * (n * (2 * F + F * Dv) + vsn_weights(z)) + 8 * 2 * n * F + parts)
 
 
-def rank1(z):
-    """vsn_fold.cu rank1_kernel: h1 = ELU(s_j U + V), the folded embedding
-    and fc1: reads s [R, F], U, V [P]; writes h1 [R, P]. Per value a
-    multiply-add and the ELU."""
-    R, P, F = z.R, z.Pv, z.F
-    return Cost(3 * R * P, F4 * (R * (P + F) + 2 * P))
+def bwd_finish(z):
+    """vsn_backward_fused.cu bwd_finish_kernel: the splits' partials added
+    in order into the gradients (read + write floats)."""
+    n = z.F * (3 * z.Dv * z.Dv + 8 * z.Dv)
+    s = vsn_bwd_splits(z)
+    return Cost(s * n, 8 * s * n + F4 * 2 * n)
 
 
-def scale2(z):
-    """vsn_fold.cu scale2_kernel: [s_j dh1 | s_j dx] for the folded column
-    sums: reads s [R, F], dh1, dx [R, P]; writes terms [R, 2P]."""
-    R, P, F = z.R, z.Pv, z.F
-    return Cost(2 * R * P, F4 * R * (4 * P + F))
+def bwd_dlog(z):
+    """vsn_backward_fused.cu bwd_dlog_kernel (a thread a row): reads alpha
+    [R, F], dalpha [F, R] (doubles; read twice, the second pass from cache),
+    writes dlog [R, F]. Per value the dot 2, then a sub and a multiply.
+    A thread's alpha and dlog rows are 160 B apart from its neighbours':
+    each warp access touches 32 sectors."""
+    R, F = z.R, z.F
+    return Cost(4 * R * F, 16 * R * F, 24 * R * F)
+
+
+def tt_grad(z):
+    """vsn_train_table.cu tt_grad_kernel (a warp a bar, lane c < Dv): reads
+    the table row [P] once a bar, offs [nb + 1], srow [R], dv [R, Dv] and
+    alpha [R, F] (a row's dv F times, from L1/L2); writes dalpha [F, R]
+    (doubles) and dT [nb, P]. Per (row, variable) the dot dv . t_j 2 Dv,
+    acc += alpha dv 2 Dv (double)."""
+    R, F, Dv, P, n = z.R, z.F, z.Dv, z.Pv, z.nb
+    return Cost(4 * R * P, F4 * (2 * n * P + n + 1 + R * (1 + Dv + F)) + 8 * R * F,
+                F4 * (2 * n * P + n + 1 + R * (1 + F * Dv + F)) + 8 * R * F)
+
+
+def table_combine(z):
+    """vsn_forward_fused.cu table_combine_kernel (a warp a row): reads alpha
+    [R, F], crow [R] and its bar's table row [P], writes v [R, Dv]. The
+    minimum reads the nb table rows once; the design reads a row's once a
+    window row (4 R P). Per value alpha_j t_j summed 2 (double)."""
+    R, F, Dv, P = z.R, z.F, z.Dv, z.Pv
+    return Cost(2 * R * P, F4 * (R * (F + 1 + Dv) + z.nb * P), F4 * (R * (F + 1 + Dv) + R * P))
+
+
+def sel_tail_group(z):
+    """vsn.cu sel_tail_group_kernel (8 lanes a row): reads glu [g1; g2] 2F,
+    x F (the skip); writes sigma(g2) and x in place, the saved alpha and the
+    caller's alpha [R, F], mean, rstd [R]; ln_w, ln_b. Per value sigmoid 3,
+    x + g1 sg 2, the statistics 4, the norm and affine 4, the softmax's
+    max, sub, exp, sum, divide 5; per row 4."""
+    R, F = z.R, z.F
+    return Cost(18 * R * F + 4 * R, F4 * R * (7 * F + 2) + 8 * F)
 
 
 def elu_bwd(z, n):
     """vsn.cu elu_bwd_kernel over [R, n]: reads h and d, writes d."""
     return Cost(2 * z.R * n, F4 * 3 * z.R * n)
 
-
-def softmax(z):
-    """vsn.cu softmax_kernel (a thread per row): reads the logits [R, F];
-    writes alpha twice (the saved copy and the model's [R, F]). Per value
-    the max, sub, exp, sum, divide."""
-    return Cost(5 * z.R * z.F, F4 * 3 * z.R * z.F)
-
-
-# ---- the Mamba2 block's element-wise ops (conv1d.cu, rmsnorm_gated.cu) -----
+# ---- the Mamba2 block and the norms (conv1d.cu, rmsnorm_gated.cu, layernorm.cu, linear.cu)
 
 
 def conv_forward(z):
@@ -249,28 +400,79 @@ def conv_params_finish(z):
     return Cost(g * Ch * (W + 1), 8 * g * Ch * (W + 1) + F4 * 2 * Ch * (W + 1))
 
 
+
 def rms_forward(z):
-    """rmsnorm_gated.cu rms_forward_kernel (a warp per row): reads y [R, di]
-    and z (zx's first di columns), norm_w; writes gated [R, di], rstd [R].
-    Per value SiLU 4, y SiLU(z) 1, the square summed 2 (double), the scale 2.
-    The second pass reads y and z again (from L1: a row is 2 KB)."""
+    """rmsnorm_gated.cu rms_forward_regs_kernel<J> (a warp per row, the row
+    in registers, d_inner <= 128 J): reads y [R, di] and z (zx's first di
+    columns), norm_w; writes gated [R, di], rstd [R]. Per value SiLU 4,
+    y SiLU(z) 1, the square summed 2 (double), the scale 2."""
     R, n = z.R, z.di
     return Cost(9 * R * n + 4 * R, F4 * (3 * R * n + R + n))
 
 
+def rms_bwd_splits(z):
+    """rmsnorm_gated.cu rms_backward_regs: ~128 rows a split, at most 1,024
+    (ST_RMS_SPLIT_ROWS, ST_RMS_MAX_SPLITS), within the 2^20 doubles of the
+    column sums' scratch (linear.cu st_cuda_rowsplit_plan_n)."""
+    return max(1, min(-(-z.R // 128), 1024, z.R, (1 << 20) // z.di))
+
+
 def rms_backward(z):
-    """rmsnorm_gated.cu rms_backward_kernel (a warp per row): reads y, z,
-    dout (d_gated) [R, di], rstd [R], norm_w; writes dy (d_ssd_y) and dz
-    (d_zx's z columns) [R, di]. Per value 19, in double."""
+    """rmsnorm_gated.cu rms_backward_regs_kernel<J> (a block per row split,
+    a warp a row in registers): reads y, z, dout (d_gated) [R, di], rstd
+    [R], norm_w; writes dy (d_ssd_y) and dz (d_zx's z columns) [R, di] and
+    the norm weight's partials [splits, di] (double). Per value the first
+    pass SiLU 4, y SiLU 1, ghat 1, the mean's dout w ghat 3, dw's ghat dout
+    2; the second (its SiLU and ghat again: not counted) dg 4, dy 1, dz 5;
+    per row 2."""
     R, n = z.R, z.di
-    return Cost(19 * R * n + R, F4 * (5 * R * n + R + n))
+    return Cost(21 * R * n + 2 * R, F4 * (5 * R * n + R + n) + 8 * rms_bwd_splits(z) * n)
 
 
-def rms_grad_w(z):
-    """rmsnorm_gated.cu rms_grad_w_kernel: reads y, z, dout [R, di], rstd;
-    writes the partials [splits, di] in double."""
-    R, n = z.R, z.di
-    return Cost(8 * R * n, F4 * (3 * R * n + R) + 8 * rowsplit_splits(R, n) * n)
+def ln_forward_calls(z):
+    """layernorm.cu ln_forward_kernel (a warp a row), in step order: each
+    Mamba2 block's norm over [R, D] (mamba2.cu: with the residual's copy
+    u_out written on the same pass), then the heads' over the windows' last
+    rows [Bsz, D]. Reads x, w, b; writes y (and the copy), mean, rstd. Per
+    value the sum 1, the variance 3, the norm and affine 4; per row 4."""
+    R, n, D = z.R, z.Bsz, z.D
+    blk = Cost(8 * R * D + 4 * R, F4 * (3 * R * D + 2 * R + 2 * D))
+    head = Cost(8 * n * D + 4 * n, F4 * (2 * n * D + 2 * n + 2 * D))
+    return [blk] * z.L + [head]
+
+
+def ln_backward_dx_calls(z):
+    """layernorm.cu ln_backward_dx_kernel (a warp a row), in step order: the
+    heads' [Bsz, D], the Mamba2 blocks' [R, D] from the last (dx = du_out +
+    LN'(dy): the residual read too), the VSN selection norm's [R, F]. Reads
+    x, dy, mean, rstd, w (and res), writes dx. Per value xhat 2, g 1, the
+    two sums 3 (double); the second pass (xhat, g again: not counted) 4,
+    the residual's add 1; per row 4."""
+    R, n, D, F = z.R, z.Bsz, z.D, z.F
+    head = Cost(10 * n * D + 4 * n, F4 * (3 * n * D + 2 * n + D))
+    blk = Cost(11 * R * D + 4 * R, F4 * (4 * R * D + 2 * R + D))
+    sel = Cost(10 * R * F + 4 * R, F4 * (3 * R * F + 2 * R + F))
+    return [head] + [blk] * z.L + [sel]
+
+
+def ln_param_grad_calls(z):
+    """layernorm.cu ln_param_grad_kernel: the heads' norm, then each Mamba2
+    block's (the VSN's selection norm takes its parameter sums from its own
+    products and the column sums): reads x, dy, mean, rstd; writes [splits,
+    2n] double partials (st_cuda_rowsplit_plan over 2n columns). Per value
+    xhat 2, the two sums 3."""
+    def one(rows, n):
+        s = rowsplit_splits(rows, 2 * n)
+        return Cost(5 * rows * n, F4 * (2 * rows * n + 2 * rows) + (8 * s * 2 * n if s > 1 else F4 * 4 * n))
+    return [one(z.Bsz, z.D)] + [one(z.R, z.D)] * z.L
+
+
+def colsum_shapes(z):
+    """The (rows, cols) of the step's st_cuda_colsum_add calls, in order (colsum_calls)."""
+    R, n, F, Hs = z.R, z.Bsz, z.F, z.Hs
+    shapes = [(n, c) for c in (z.A, z.Hh, 1, z.Hh)]
+    shapes += [(R, z.H)] * z.L + [(R, z.D)]
+    return shapes + [(R, c) for c in (F, F, F, 2 * F, Hs, Hs)]
 
 
 def colsum_calls(z):
@@ -278,19 +480,33 @@ def colsum_calls(z):
     reads its [rows, cols] once (double sums) and writes [splits, cols]
     partials. The calls of a step in the order the backward makes them:
     the heads' biases (A, Hh, 1, Hh over the windows), dt_bias of each
-    layer (H columns of d_zx), w_in's bias (D); the per-variable GRNs
-    (var_ln_w P, the glu's 2P, fc2_b P, the folded Q | Sx 2P, q P, X P);
-    the selection GRN (norm w, b, the skip's gk: F each; glu_b 2F, fc2_b
-    Hs, fc1's gs Hs)."""
-    R, n, P, F, Hs = z.R, z.Bsz, z.Pv, z.F, z.Hs
-    shapes = [(n, c) for c in (z.A, z.Hh, 1, z.Hh)]
-    shapes += [(R, z.H)] * z.L + [(R, z.D)]
-    shapes += [(R, c) for c in (P, 2 * P, P, 2 * P, P, P)]
-    shapes += [(R, c) for c in (F, F, F, 2 * F, Hs, Hs)]
+    layer (H columns of d_zx), w_in's bias (D); the selection GRN (norm w,
+    b, the skip's gk: F each; glu_b 2F, fc2_b Hs, fc1's gs Hs). The
+    per-variable GRNs' sums are the fused backward's own (13 a step at the
+    default preset; 19 before it)."""
     calls = []
-    for rows, cols in shapes:
+    for rows, cols in colsum_shapes(z):
         s = rowsplit_splits(rows, cols)
         calls.append(Cost(rows * cols, F4 * rows * cols + (8 * s * cols if s > 1 else F4 * cols)))
+    return calls
+
+
+def colsum_finish_calls(z):
+    """linear.cu colsum_finish_kernel (st_cuda_rowsplit_finish): for every
+    split column sum, the partials [splits, cols] (double) added in order
+    into the sum (read + write): the colsum calls', then the LayerNorms'
+    parameter sums (dw and db each); not in the step's interleaved order
+    (which matters only for a capture cut inside a step). A few us each:
+    launch latency, not bytes."""
+    calls = []
+    for rows, cols in colsum_shapes(z):
+        s = rowsplit_splits(rows, cols)
+        if s > 1:
+            calls.append(Cost(s * cols, 8 * s * cols + F4 * 2 * cols))
+    for rows in [z.Bsz] + [z.R] * z.L:
+        s = rowsplit_splits(rows, 2 * z.D)
+        if s > 1:
+            calls += [Cost(s * z.D, 8 * s * z.D + F4 * 2 * z.D)] * 2
     return calls
 
 
@@ -437,6 +653,122 @@ def reduce_group(z):
     return Cost(2 * R * H * N, F4 * (2 * R * H * N + 2 * R * G * N))
 
 
+
+# ---- the SSD scans (ssd_scan.cu, ssd_scan_tc.cu, ssd_scan_backward.cu) ----------
+#
+# A block per (window, head) walking the window's chunks, the state carried
+# (no summary kernel, no states through global memory at nc = 2). The chunk
+# math is chunk_forward's / chunk_backward's, counted by the same functions,
+# with the boundary states' recomputation replaced by the carried recurrence
+# (S <- e[L-1] S + own: 2 p N a chunk). The fp32 kernels (CUDA cores) take
+# their decays from segment sums as ssd.cu does; the TF32 ones (bf16 mode)
+# from one prefix a chunk (L adds instead of seg_adds(L)).
+
+SCAN_BWD_MAX_SPT = 8  # ssd_scan_backward.cu: P N <= 256 x 8 state elements
+
+
+def scan_backward_fits(z):
+    """ssd_scan_backward.cu st_cuda_ssd_scan_backward_fits (the shared memory
+    assumed to fit where the chunk kernels' staging does)."""
+    return z.P * z.N <= 256 * SCAN_BWD_MAX_SPT and ssd_fused(z)
+
+
+def scan_forward_fits(z):
+    """ssd_scan.cu: the fp32 scan for P N <= 256 x 32; the TC one (bf16)
+    wherever its shared memory fits (assumed)."""
+    return z.tc or z.P * z.N <= 256 * 32
+
+
+def scan_tc_shape(z):
+    """ssd_chunk_tc.cuh ssd_tc_shape_fits: Q, p, N multiples of 16, K of Q."""
+    return z.Qe % 16 == 0 and z.K % z.Qe == 0 and z.P % 16 == 0 and z.N % 16 == 0
+
+
+def scan_pair(z):
+    """ssd_scan_tc.cu: scan_tc_pair_kernel for two whole chunks of a multiple
+    of 16 rows (K = 2Q), else scan_tc_kernel's walk."""
+    return z.tc and z.nc == 2 and z.K == 2 * z.Qe and z.Qe % 16 == 0
+
+
+def bwd_tc_products(z, L, c):
+    """The TF32 products of one backward chunk (ssd_chunk_tc.cuh): G, dM
+    over the pairs T (2N + 2p); X dS_out (c < nc-1) and dY S_in (c > 0)
+    2pNL each; dC, dB 4NT; dX = M^T dY 2pT, + (wB) dS_out^T 2pNL (c <
+    nc-1); U = (e dY)^T C 2pNL (c > 0)."""
+    P, N, T = z.P, z.N, tri(L)
+    has_in, has_out = c > 0, c + 1 < z.nc
+    return T * (2 * N + 2 * P) + (has_in + has_out) * 2 * P * N * L + 4 * N * T + 2 * P * T + \
+        has_out * 2 * P * N * L + has_in * 2 * P * N * L
+
+
+def scan_backward(z):
+    """ssd_scan_backward.cu scan_backward_kernel<SPT, TC>, a block per
+    (window, head): the forward walk over chunks 0..nc-2 (their own states
+    X^T diag(w) B: X diag(w) L p, 2pNL; w L; the recurrence 2pN; the
+    decays are the backward chunks' again: not counted), then the chunks
+    from the last with chunk_backward's steps (backward_chunk_flops less
+    the boundary states it formed from the other chunks' states), U =
+    dY^T diag(e) C for c > 0 (2pNL + Lp) and the dS_out recurrence (2pN).
+    Reads x, dy [R, H p], B, C [R, G N], dt [R, H], A, D; writes dx [R, H p],
+    ddt [R, H], this head's dB, dC partials [Bsz H, K N] each (reduce_group
+    reads them back), the dA, dD partials [Bsz H nc]; the states entering
+    chunks 1..nc-2 written and read back once (none at nc = 2). Design: B,
+    C read once per head of their group; the forward walk stages x, B and
+    dt of chunks 0..nc-2 again. TC: the products of bwd_tc_products and
+    the own states on the tensor cores (bf16 mode where ssd_tc_shape_fits;
+    other shapes run the SIMT variant in bf16 mode too)."""
+    R, H, P, N, GN, nc = z.R, z.H, z.P, z.N, z.G * z.N, z.nc
+    bh = z.Bsz * H
+    tc = z.tc and scan_tc_shape(z)
+    blk = tcb = 0
+    for c, L in enumerate(z.chunks):
+        f = backward_chunk_flops(z, L, c)
+        f -= 2 * max(c - 1, 0) * P * N + 2 * max(nc - 2 - c, 0) * P * N  # carried, not re-formed
+        if tc:
+            f -= seg_adds(L) - L  # one prefix a chunk
+            tcb += bwd_tc_products(z, L, c)
+        if c + 1 < nc:  # the forward walk's own state and recurrence
+            f += L + L * P + 2 * P * N * L + 2 * P * N
+            tcb += 2 * P * N * L if tc else 0
+        if c > 0:  # U and the dS_out recurrence
+            f += 2 * P * N * L + L * P + 2 * P * N
+        blk += f
+    reads = R * (2 * H * P + 2 * GN + H) + 2 * H
+    writes = R * (H * P + H) + 2 * R * H * N + 2 * bh * nc
+    states = 2 * bh * max(nc - 2, 0) * P * N
+    walk = bh * sum(L * (P + N + 1) for L in z.chunks[:-1])
+    extra = 2 * R * GN * (H // z.G - 1) + walk
+    minimum = F4 * (reads + writes + states)
+    return Cost(bh * blk, minimum, minimum + F4 * extra, bh * tcb)
+
+
+def scan_forward(z):
+    """The forward scans, a block per (window, head): ssd_scan.cu
+    scan_forward_kernel (fp32 mode, CUDA cores), ssd_scan_tc.cu
+    scan_tc_kernel (the TF32 walk) or scan_tc_pair_kernel (two chunks at
+    once). Each chunk as chunk_forward counts it (without forming S_in from
+    the chunks before: carried), the states after every chunk but the last
+    (X diag(w) L p or, in the pair kernel, w B L N; 2pNL; w L; the
+    recurrence 2pN, none in the pair kernel: S_in[0] = 0). Reads x [R, H p],
+    B, C [R, G N], dt [R, H], A, D [H]; writes y [R, H p]. Design: B, C once
+    per head of their group. TC: G = C B^T and M X over the pairs, C S^T
+    and the states on the tensor cores."""
+    R, H, P, N, GN, nc = z.R, z.H, z.P, z.N, z.G * z.N, z.nc
+    bh, pair = z.Bsz * H, scan_pair(z)
+    blk = tcb = 0
+    for c, L in enumerate(z.chunks):
+        f = forward_chunk_flops(z, L, c) - 2 * max(c - 1, 0) * P * N
+        if z.tc:
+            f -= seg_adds(L) - L
+            tcb += tri(L) * (2 * N + 2 * P) + (c > 0) * 2 * P * N * L
+        if c + 1 < nc:
+            f += L + (L * N if pair else L * P) + 2 * P * N * L + (0 if pair else 2 * P * N)
+            tcb += 2 * P * N * L if z.tc else 0
+        blk += f
+    minimum = F4 * (R * (2 * H * P + 2 * GN + H) + 2 * H)
+    return Cost(bh * blk, minimum, minimum + F4 * 2 * R * GN * (H // z.G - 1), bh * tcb)
+
+
 # ---- cuBLAS (src/model/linear.cu, through every op) -------------------------
 
 
@@ -444,25 +776,24 @@ def cublas_products(z):
     """Every st_cuda_gemm / st_cuda_gemm_batched of one step as (M, N, Kd,
     batch, beta != 0, calls): C[M, N] (+)= op(A)[M, Kd] op(B)[Kd, N]. In
     order: the VSN forward (the selection GRN's fc1 and skip over the folded
-    weights, ctx, fc2, glu; the per-variable fc2 and glu, batched over the
-    F variables, and again in the backward's recompute), w_in, the Mamba2
-    blocks (in_proj, out_proj), the heads on each window's last row; then
-    the backward: heads, blocks (dX and dW of out_proj and in_proj), w_in,
-    the per-variable GRNs (ln_b, glu and fc2 dX batched, their dW one
-    product per variable), the selection GRN (skip, glu, fc2, fc1, ctx)."""
+    weights, ctx, fc2, glu; the per-variable GRNs are the fused kernels'
+    own FMAs, no cuBLAS), w_in, the Mamba2 blocks (in_proj, out_proj), the
+    heads on each window's last row; then the backward: heads, blocks (dX
+    and dW of out_proj and in_proj), w_in, ln_b's product (alpha^T dv, the
+    fused backward's bwd_finish), the selection GRN (skip, glu, fc2, fc1,
+    ctx). 41 a step at the default preset (127 before the fused VSN
+    kernels, whose per-variable products were 86 of them)."""
     R, n, F, C, Dv, Hs, D, L = z.R, z.Bsz, z.F, z.C, z.Dv, z.Hs, z.D, z.L
     vcw, gw, Hh, A = Dv + C, D + C, z.Hh, z.A
     g = [(R, Hs, F, 1, 1, 1), (R, Hs, C, 1, 1, 1), (R, Hs, Hs, 1, 1, 1), (R, 2 * F, Hs, 1, 1, 1),
          (R, F, F, 1, 1, 1)]
-    g += [(R, Dv, Dv, F, 0, 2), (R, 2 * Dv, Dv, F, 0, 2)]
     g += [(R, D, vcw, 1, 1, 1), (R, z.io, D, 1, 0, L), (R, D, z.di, 1, 1, L)]
     g += [(n, Hh, gw, 1, 1, 1), (n, A, Hh, 1, 1, 1), (n, Hh, gw, 1, 1, 1), (n, 1, Hh, 1, 1, 1)]
     g += [(n, Hh, A, 1, 0, 1), (A, Hh, n, 1, 1, 1), (n, gw, Hh, 1, 0, 1), (Hh, gw, n, 1, 1, 1),
           (n, Hh, 1, 1, 0, 1), (1, Hh, n, 1, 1, 1), (n, gw, Hh, 1, 1, 1), (Hh, gw, n, 1, 1, 1)]
     g += [(R, z.di, D, 1, 0, L), (D, z.di, R, 1, 1, L), (R, D, z.io, 1, 0, L), (z.io, D, R, 1, 1, L)]
     g += [(R, vcw, D, 1, 0, 1), (D, vcw, R, 1, 1, 1)]
-    g += [(F, Dv, R, 1, 1, 1), (R, Dv, 2 * Dv, F, 0, 1), (2 * Dv, Dv, R, 1, 1, F), (R, Dv, Dv, F, 0, 1),
-          (Dv, Dv, R, 1, 1, F)]
+    g += [(F, Dv, R, 1, 1, 1)]
     g += [(F, F, R, 1, 0, 1), (R, Hs, 2 * F, 1, 0, 1), (2 * F, Hs, R, 1, 1, 1), (R, Hs, Hs, 1, 0, 1),
           (Hs, Hs, R, 1, 1, 1), (F, Hs, R, 1, 0, 1), (R, C, Hs, 1, 0, 1), (Hs, C, R, 1, 1, 1)]
     return [p for p in g if min(p[:3]) > 0]
@@ -480,39 +811,71 @@ def cublas_step(z):
     return calls
 
 
+
 # ---- the step: each modelled kernel and its calls ----------------------------
+
+
+def ssd_calls(z):
+    """The SSD's kernels a step by ssd.cu's dispatch (forward: the scans
+    where they fit, else chunk_summary + chunk_forward; backward: the scan
+    where it fits, else chunk_summary (with the gradients) + chunk_backward;
+    reduce_group after either)."""
+    L, out = z.L, {}
+    bc = "B, C read once per head; states again at nc > 2"
+    if scan_forward_fits(z):
+        name = "scan_tc_pair_kernel" if scan_pair(z) else "scan_tc_kernel" if z.tc else "scan_forward_kernel"
+        out[name] = ("ssd_scan_tc.cu" if z.tc else "ssd_scan.cu", [scan_forward(z)] * L, "B, C read once per head")
+        summ = []
+    else:
+        out["chunk_forward_kernel"] = ("ssd.cu", [chunk_forward(z)] * L, bc)
+        summ = [chunk_summary(z, False)] * L
+    if scan_backward_fits(z):
+        out["scan_backward_kernel"] = ("ssd_scan_backward.cu", [scan_backward(z)] * L,
+                                       "B, C read once per head; the forward walk stages x, B again")
+    else:
+        out["chunk_backward_kernel"] = ("ssd.cu", [chunk_backward(z)] * L, bc)
+        summ += [chunk_summary(z, True)] * L
+    if summ:
+        out["chunk_summary_kernel"] = ("ssd.cu", summ, "B, C read once per head")
+    out["reduce_group_kernel"] = ("ssd.cu", [reduce_group(z)] * L, "")
+    return out
 
 
 def step_calls(z):
     """Kernel name -> (file, the Costs of its calls in one step in the order
-    the step runs them, what its design re-reads). The VSN backward runs
-    var_forward again (rank1, var_gate): twice a step; chunk_summary runs
-    in the forward of each layer, then in the backward of each; elu_bwd
-    for the per-variable GRNs, then the selection GRN."""
-    L, sb = z.L, chunk_summary(z, True)
-    bc = "B, C read once per head; states again at nc > 2"
-    return {
-        "chunk_backward_kernel": ("ssd.cu", [chunk_backward(z)] * L, bc),
-        "chunk_summary_kernel": ("ssd.cu", [chunk_summary(z, False)] * L + [sb] * L, "B, C read once per head"),
-        "chunk_forward_kernel": ("ssd.cu", [chunk_forward(z)] * L, bc),
-        "reduce_group_kernel": ("ssd.cu", [reduce_group(z)] * L, ""),
-        "var_gate_kernel": ("vsn.cu", [var_gate(z)] * 2, ""),
-        "var_gate_bwd_kernel": ("vsn.cu", [var_gate_bwd(z)], ""),
-        "dlog_kernel": ("vsn.cu", [dlog(z)], ""),
-        "combine_kernel": ("vsn.cu", [combine(z)], ""),
-        "elu_bwd_kernel": ("vsn.cu", [elu_bwd(z, z.Pv), elu_bwd(z, z.Hs)], ""),
-        "softmax_kernel": ("vsn.cu", [softmax(z)], ""),
-        "rank1_kernel": ("vsn_fold.cu", [rank1(z)] * 2, ""),
-        "scale2_kernel": ("vsn_fold.cu", [scale2(z)], ""),
+    the step runs them, what its design re-reads). With the training table
+    the VSN forward fills the table (vsn_fused_kernel, table mode) and
+    combines; the backward runs tt_grad, the fused backward over the bars,
+    its finish and dlog. Without it (few windows: the expected distinct
+    bars over 0.8 of the rows) the fused kernels run over the rows
+    (vsn_fused_kernel's v mode, no combine; bwd_ds_kernel, not modelled,
+    besides)."""
+    L = z.L
+    out = ssd_calls(z)
+    if z.table:
+        out["vsn_fused_kernel"] = ("vsn_forward_fused.cu", [vsn_forward_fused(z)], "weights per block from L2")
+        out["table_combine_kernel"] = ("vsn_forward_fused.cu", [table_combine(z)], "a table row once a window row")
+        out["tt_grad_kernel"] = ("vsn_train_table.cu", [tt_grad(z)], "a row's dv once a variable, from cache")
+    else:
+        out["vsn_fused_kernel"] = ("vsn_forward_fused.cu", [vsn_forward_fused(z)], "")
+    out.update({
+        "vsn_bwd_fused_kernel": ("vsn_backward_fused.cu", [vsn_backward_fused(z)], "dv from L2 once a variable"),
+        "bwd_finish_kernel": ("vsn_backward_fused.cu", [bwd_finish(z)], ""),
+        "bwd_dlog_kernel": ("vsn_backward_fused.cu", [bwd_dlog(z)], "dalpha read twice"),
+        "sel_tail_group_kernel": ("vsn.cu", [sel_tail_group(z)], ""),
+        "elu_bwd_kernel": ("vsn.cu", [elu_bwd(z, z.Hs)], ""),
         "conv_forward_tile_kernel": ("conv1d.cu", [conv_forward(z)] * L, "history rows from cache"),
         "conv_backward_tile_kernel": ("conv1d.cu", [conv_backward(z)] * L, "halo rows from cache"),
         "conv_params_finish_kernel": ("conv1d.cu", [conv_params_finish(z)] * L, ""),
-        "rms_backward_kernel": ("rmsnorm_gated.cu", [rms_backward(z)] * L, ""),
-        "rms_forward_kernel": ("rmsnorm_gated.cu", [rms_forward(z)] * L, ""),
-        "rms_grad_w_kernel": ("rmsnorm_gated.cu", [rms_grad_w(z)] * L, ""),
+        "rms_forward_regs_kernel": ("rmsnorm_gated.cu", [rms_forward(z)] * L, ""),
+        "rms_backward_regs_kernel": ("rmsnorm_gated.cu", [rms_backward(z)] * L, ""),
+        "ln_forward_kernel": ("layernorm.cu", ln_forward_calls(z), ""),
+        "ln_backward_dx_kernel": ("layernorm.cu", ln_backward_dx_calls(z), ""),
+        "ln_param_grad_kernel": ("layernorm.cu", ln_param_grad_calls(z), ""),
         "colsum_part_kernel": ("linear.cu", colsum_calls(z), ""),
-    }
-
+        "colsum_finish_kernel": ("linear.cu", colsum_finish_calls(z), ""),
+    })
+    return out
 
 # ---- reading the profile -------------------------------------------------------
 
@@ -527,8 +890,8 @@ def display_name(full):
 
 def base_name(full):
     """The bare function name, to match our models: no return type, no
-    namespace, no template arguments ("void var_gate_kernel<1>" ->
-    "var_gate_kernel")."""
+    namespace, no template arguments ("void scan_backward_kernel<8, 1>" ->
+    "scan_backward_kernel")."""
     s = display_name(full)
     s = s[5:] if s.startswith("void ") else s
     s = s.split("<")[0].strip()
@@ -618,13 +981,19 @@ def parse_summary(text):
     return prof
 
 
+
+
 def infer_steps(prof, z):
-    """Steps in the capture from chunk_backward_kernel's calls (L a step)."""
-    calls = sum(c for n, c in prof.calls.items() if base_name(n) == STEP_MARKER)
-    if calls == 0:
-        return 1, f"no {STEP_MARKER} in the profile: 1 step assumed (give --steps)"
+    """Steps in the capture from scan_backward_kernel's (else
+    chunk_backward_kernel's) calls: L a step."""
+    for marker in STEP_MARKERS:
+        calls = sum(c for n, c in prof.calls.items() if base_name(n) == marker)
+        if calls:
+            break
+    else:
+        return 1, f"no {' or '.join(STEP_MARKERS)} in the profile: 1 step assumed (give --steps)"
     steps = max(1, round(calls / z.L))
-    note = f"{steps} steps, from {STEP_MARKER}: {calls} calls, {z.L} a step"
+    note = f"{steps} steps, from {marker}: {calls} calls, {z.L} a step"
     if calls != steps * z.L:
         note += " (not a whole number of steps: rounded)"
     return steps, note
@@ -633,25 +1002,47 @@ def infer_steps(prof, z):
 # ---- ceilings ------------------------------------------------------------------
 
 
-def load_ceilings(args):
-    """copy GB/s, fp32 TFLOP/s, bf16-fast TFLOP/s (or None), where from, and
-    the JSON (or {})."""
-    ours, src = {}, "defaults (H200, 2026-12-01)"
-    if args.ceilings:
-        with open(args.ceilings) as f:
-            ours = json.load(f)
-        src = args.ceilings
-    c = ours.get("ceilings", {})
-    copy = args.copy_gbps or c.get("copy", {}).get("GBps") or DEFAULT_COPY_GBPS
-    fp32 = args.fp32_tflops or c.get("sgemm", {}).get("TFLOPs") or DEFAULT_FP32_TFLOPS
-    bf16 = c.get("gemm_fp32_fast_bf16", {}).get("TFLOPs")
-    return copy, fp32, bf16, src, ours
+class Ceilings:
+    """copy GB/s; fp32 (sgemm, the CUDA cores) TFLOP/s; gemm: the cuBLAS
+    products' ceiling in bf16 mode (32F_FAST_16BF); tf32: the scans' TF32
+    WMMA tiles; where each came from; the JSON (or {})."""
+
+    def __init__(self, args):
+        ours, src = {}, "defaults (H200, 2026-12-01)"
+        if args.ceilings:
+            with open(args.ceilings) as f:
+                ours = json.load(f)
+            src = args.ceilings
+        c = ours.get("ceilings", {})
+        self.ours, self.src = ours, src
+        self.copy = args.copy_gbps or c.get("copy", {}).get("GBps") or DEFAULT_COPY_GBPS
+        self.fp32 = args.fp32_tflops or c.get("sgemm", {}).get("TFLOPs") or DEFAULT_FP32_TFLOPS
+        json_gemm = c.get("gemm_fp32_fast_bf16", {}).get("TFLOPs")
+        self.gemm = args.gemm_tflops or json_gemm or DEFAULT_GEMM_TFLOPS
+        self.gemm_src = ("--gemm-tflops" if args.gemm_tflops else "measured, gemm_fp32_fast_bf16" if json_gemm
+                         else "2026-12-01 measured (bench/results/2026-12-01-a), no JSON")
+        json_tf32 = c.get("gemm_tf32", {}).get("TFLOPs")
+        self.tf32 = args.tf32_tflops or json_tf32 or DEFAULT_TF32_TFLOPS
+        self.tf32_src = ("--tf32-tflops" if args.tf32_tflops else "measured, gemm_tf32" if json_tf32
+                         else "H200 dense TF32 spec, not measured")
+        self.precision = args.precision
+
+    def line(self):
+        s = f"Ceilings ({self.src}): copy {self.copy:.1f} GB/s (read + written), fp32 {self.fp32:.1f} TFLOP/s " \
+            f"(sgemm, no TF32: the CUDA cores"
+        if self.precision == "bf16":
+            s += f"; the fused VSN kernels' FMAs and the element-wise work), cuBLAS products on the tensor cores " \
+                 f"{self.gemm:.1f} TFLOP/s ({self.gemm_src}; 32F_FAST_16BF, bf16 or TF32 kernels), the scans' " \
+                 f"TF32 WMMA tiles {self.tf32:.1f} TFLOP/s ({self.tf32_src})."
+        else:
+            s += f"; every product, cuBLAS's too: fp32 mode runs cublasSgemm and the CUDA-core scans)."
+        return s
 
 
-def graph_median_ms(ours, windows):
-    """The bench's own median of the fp32 training step (graph replays)."""
+def graph_median_ms(ours, windows, precision):
+    """The bench's own median of the training step (graph replays)."""
     for row in ours.get("train", []) or []:
-        if row.get("windows") == windows and row.get("precision") == "fp32" and "median_ms" in row:
+        if row.get("windows") == windows and row.get("precision") == precision and "median_ms" in row:
             return row["median_ms"]
     return None
 
@@ -669,21 +1060,32 @@ def fmt(x, spec):
 
 class Row:
     """One line of the table: per step the measured calls and ms and the
-    counted FLOPs and bytes (None: not counted); per call = per step / calls."""
+    counted FLOPs and bytes (None: not counted), of which step_tc on the
+    tensor cores (tc_kind "tf32": the scans' tiles, "gemm": cuBLAS in bf16
+    mode); per call = per step / calls. fixed: the floors given (the whole
+    step: the sum of the rows')."""
 
-    def __init__(self, name, calls, ms, step_flops=None, step_bytes=None):
+    def __init__(self, name, calls, ms, step_flops=None, step_bytes=None, step_tc=0.0, tc_kind=None):
         self.name, self.calls, self.ms, self.step_f, self.step_b = name, calls, ms, step_flops, step_bytes
-        self.per_call = True
+        self.step_tc, self.tc_kind = step_tc, tc_kind
+        self.per_call, self.fixed = True, None
 
-    def floors(self, copy_gbps, fp32_tflops):
+    def floors(self, ceil):
         """Compute and memory floors of the step's calls, ms (None: not counted)."""
-        cf = self.step_f / (fp32_tflops * 1e9) if self.step_f is not None else None
-        mf = self.step_b / (copy_gbps * 1e6) if self.step_b is not None else None
+        if self.fixed:
+            return self.fixed
+        cf = mf = None
+        if self.step_f is not None:
+            tcc = {"tf32": ceil.tf32, "gemm": ceil.gemm}.get(self.tc_kind, ceil.fp32)
+            cf = (self.step_f - self.step_tc) / (ceil.fp32 * 1e9) + self.step_tc / (tcc * 1e9)
+        if self.step_b is not None:
+            mf = self.step_b / (ceil.copy * 1e6)
         return cf, mf
 
-    def cells(self, copy_gbps, fp32_tflops):
-        cf, mf = self.floors(copy_gbps, fp32_tflops)
+    def cells(self, ceil):
+        cf, mf = self.floors(ceil)
         sec = self.ms * 1e-3
+
         def per(x):
             return x if not self.per_call else x / self.calls if x is not None and self.calls else None
 
@@ -692,7 +1094,7 @@ class Row:
         floor = max(cf, mf) if cf is not None and mf is not None else None
         binds = ("compute" if cf > mf else "memory") if floor is not None else "n/a"
         over = self.ms / floor if floor else None
-        pct = 100.0 * gb / copy_gbps if gb is not None else None
+        pct = 100.0 * gb / ceil.copy if gb is not None else None
         calls = f"{self.calls:.0f}" if abs(self.calls - round(self.calls)) < 1e-9 else f"{self.calls:.1f}"
         return [self.name, calls, fmt(self.ms, ".3f"), fmt_si(per(self.step_f)), fmt_si(per(self.step_b), "B"),
                 fmt(cf, ".3f"), fmt(mf, ".3f"), fmt(tf, ".2f"), fmt(gb, ".0f"), fmt(pct, ".1f"), fmt(over, ".1f"),
@@ -704,12 +1106,13 @@ HEADER = ["kernel", "calls/step", "ms/step", "FLOP/call", "bytes/call", "compute
 
 
 def measured_cost(costs, calls):
-    """FLOPs and bytes of `calls` calls of a kernel whose step runs `costs`
-    in that order: whole steps, then the first calls of the step the
-    capture ends in."""
+    """FLOPs, bytes, design bytes and tensor-core FLOPs of `calls` calls of a
+    kernel whose step runs `costs` in that order: whole steps, then the
+    first calls of the step the capture ends in."""
     whole, rest = divmod(calls, len(costs))
     run = costs * whole + costs[:rest]
-    return sum(c.flops for c in run), sum(c.bytes for c in run), sum(c.design or c.bytes for c in run)
+    return (sum(c.flops for c in run), sum(c.bytes for c in run), sum(c.design or c.bytes for c in run),
+            sum(c.tc for c in run))
 
 
 def build_rows(prof, z, steps):
@@ -732,11 +1135,13 @@ def build_rows(prof, z, steps):
     rows, notes = [], []
     for key, (calls, us) in seen.items():
         fname, costs, note = model[key]
-        f, b, d = measured_cost(costs, calls)
-        rows.append(Row(key, calls / steps, us / 1000.0 / steps, f / steps, b / steps))
+        f, b, d, t = measured_cost(costs, calls)
+        rows.append(Row(key, calls / steps, us / 1000.0 / steps, f / steps, b / steps, t / steps,
+                        "tf32" if t else None))
         if calls != steps * len(costs):
             notes.append(f"{key}: {calls} calls in {steps} steps, {len(costs)} a step expected (the capture "
-                         f"ends inside a step): counted as the first calls of a step, in the order it runs them")
+                         f"ends inside a step, or another path ran): counted as the first calls of a step, in the "
+                         f"order it runs them")
         if d > b:
             gbs = d / (us * 1e-6) / 1e9 if us > 0 else float("nan")
             notes.append(f"{key} ({fname}): the design reads {fmt_si(d / calls, 'B')} a call (minimum "
@@ -745,10 +1150,15 @@ def build_rows(prof, z, steps):
     if gemm[0]:
         # the products of whole steps, however many kernels (split-K reductions too) ran them
         f, b = sum(c.flops for c in cub), sum(c.bytes for c in cub)
-        rows.append(Row(f"cuBLAS products ({len(gemm[2])} names)", gemm[0] / steps, gemm[1] / 1000.0 / steps, f, b))
+        tc = f if z.tc else 0.0
+        rows.append(Row(f"cuBLAS products ({len(gemm[2])} names)", gemm[0] / steps, gemm[1] / 1000.0 / steps, f, b,
+                        tc, "gemm" if z.tc else None))
         if gemm[0] < steps * len(cub):
             notes.append(f"cuBLAS: {gemm[0]} kernels in {steps} steps, fewer than the {len(cub)} products a step: "
-                         f"the capture misses some, so its rates are too high")
+                         f"the capture (or the summary's rows) misses some, so its rates are too high")
+    missing = sorted(k for k in model if k not in seen)
+    if missing:
+        notes.append("modelled, not in the profile (or below a summary's rows): " + ", ".join(missing))
     rows.sort(key=lambda r: -r.ms)
     unlisted = (max(prof.launches - sum(prof.calls.values()), 0), max(prof.total_us - sum(prof.us.values()), 0.0))
     if other[2]:
@@ -759,7 +1169,6 @@ def build_rows(prof, z, steps):
 
 
 def render(prof, z, steps, steps_note, args, ceil):
-    copy, fp32, bf16, src, ours = ceil
     rows, (rest_calls, rest_us), notes, cub = build_rows(prof, z, steps)
     shown = rows[: args.top] if args.top else rows
     hidden = rows[len(shown):]
@@ -768,36 +1177,47 @@ def render(prof, z, steps, steps_note, args, ceil):
     whole = Row("whole step (all kernels)", prof.launches / steps, prof.total_us / 1000.0 / steps,
                 sum(r.step_f for r in rows), sum(r.step_b for r in rows))
     whole.per_call = False  # its FLOP and byte cells are the step's
+    whole.fixed = (sum(r.floors(ceil)[0] for r in rows), sum(r.floors(ceil)[1] for r in rows))
     tail = Row("the rest (time only)" + (f", {len(hidden)} rows below --top" if hidden else ""), rest_calls / steps,
                rest_us / 1000.0 / steps)
-    out = [f"Roofline of one training step: preset {args.preset}, {z.Bsz:,} windows ({z.R:,} rows), fp32; "
-           f"{steps_note}.",
-           f"Ceilings ({src}): copy {copy:.1f} GB/s (read + written), fp32 {fp32:.1f} TFLOP/s (sgemm, no TF32)"
-           + (f", bf16 tensor cores {bf16:.1f} TFLOP/s" if bf16 else "") + ".", ""]
+    table = (f"training bar table on: the VSN's per-variable GRNs over {z.nb:,} distinct bars ({z.bars_from})"
+             if z.table else "training bar table off (expected distinct bars over 0.8 of the rows): the VSN "
+                             "over the rows")
+    out = [f"Roofline of one training step: preset {args.preset}, {z.Bsz:,} windows ({z.R:,} rows), "
+           f"{z.precision}; {steps_note}; {table}.", ceil.line(), ""]
     out.append("| " + " | ".join(HEADER) + " |")
     out.append("|" + "---|" * len(HEADER))
     for r in [whole] + shown + [tail]:
-        out.append("| " + " | ".join(r.cells(copy, fp32)) + " |")
-    floors = sum(max(r.floors(copy, fp32)) for r in rows)
-    out += ["", f"Whole step: FLOP and bytes a step, those of the modelled rows (the rest not counted); each "
-                f"modelled row at its own floor: {floors:.2f} ms a step, against {whole.ms:.2f} ms measured "
-                f"(ncu, serialised). x floor: the time over the larger floor."]
-    graph = graph_median_ms(ours, z.Bsz)
+        out.append("| " + " | ".join(r.cells(ceil)) + " |")
+    floors = sum(max(r.floors(ceil)) for r in rows)
+    out += ["", f"Whole step: FLOP and bytes a step, those of the modelled rows (the rest not counted), its floors "
+                f"the sums of theirs; each modelled row at its own floor: {floors:.2f} ms a step, against "
+                f"{whole.ms:.2f} ms measured (ncu, serialised). x floor: the time over the larger floor."]
+    graph = graph_median_ms(ceil.ours, z.Bsz, z.precision)
     if graph:
         out.append(f"The bench's own median of the step (graph replays, same JSON): {graph:.2f} ms.")
     out.append(f"cuBLAS products: {len(cub)} a step, FLOPs and bytes counted from their shapes "
                f"({fmt_si(sum(c.flops for c in cub), 'FLOP')} a step); calls/step counts their kernels, split-K "
                f"reductions included.")
-    tfw = ours.get("train_flops_per_window")
+    tcrows = [r for r in rows if r.tc_kind == "tf32"]
+    if tcrows:
+        out.append("Scans (bf16 mode): compute floor = their TF32 tiles' FLOPs at the TF32 figure + the rest "
+                   "(decays, element-wise double work) at fp32: " + "; ".join(
+                       f"{r.name} {fmt_si(r.step_tc / r.calls, 'FLOP')} of {fmt_si(r.step_f / r.calls, 'FLOP')} a "
+                       f"call on the tensor cores" for r in tcrows) + ".")
+    tfw = ceil.ours.get("train_flops_per_window")
     if tfw:
         out.append(f"The bench's hand count of the step (train_flops_per_window x windows: every product, the "
                    f"SSD's and the VSN's own too, no element-wise work): {fmt_si(tfw * z.Bsz, 'FLOP')}.")
     if args.summary:
         out.append("From a summary: the kernels below its printed rows are in the rest (cuBLAS ones too).")
-    slow = [r.name for r in rows if r.step_f is not None and r.ms > 4 * max(r.floors(copy, fp32))]
+    slow = [r.name for r in rows if r.step_f is not None and r.ms > 4 * max(r.floors(ceil))]
     if slow:
         out.append(f"More than 4x over both floors (latency, occupancy or re-reads, not a ceiling): "
                    f"{', '.join(slow)}.")
+    if z.Dv not in (8, 16, 32):
+        out.append(f"VSN: Dv = {z.Dv} runs the unfused per-variable path (vsn.cu's products and gate kernels), "
+                   f"which nothing here models: the fused kernels' rows stand for it.")
     if not ssd_fused(z):
         out.append("SSD: at these sizes the chunk kernels do not stage their rows (or nc > 8) and a state pass "
                    "runs; their counts assume the staged path.")
@@ -805,6 +1225,7 @@ def render(prof, z, steps, steps_note, args, ceil):
     out.append("Notes:")
     out += [f"- {n}" for n in notes]
     return "\n".join(out)
+
 
 
 # ---- self-test -------------------------------------------------------------------
@@ -820,21 +1241,23 @@ def ncu_line(i, kernel, unit, value):
     return ",".join(f'"{c}"' for c in cells)
 
 
-CB = "chunk_backward_kernel(ssd_dev_args, const float *, float *)"
+SB = "void scan_backward_kernel<8, 1>(ssd_dev_args, float *, float *, float *, float *, float *)"
 SAMPLE_CSV = "\n".join(
     ["==PROF== Connected to process 1234", "== train: the program's own output comes first",
      ",".join(f'"{c}"' for c in NCU_COLUMNS),
-     ncu_line(0, "void var_gate_kernel<1>(int, int, int, const float *, vsn_var)", "usecond", "2,175.50"),
-     ncu_line(1, CB, "msecond", "5.5"), ncu_line(2, CB, "msecond", "5.7"),
-     ncu_line(3, "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nt_align1>(T1::Params)", "nsecond", "32,900"),
-     ncu_line(4, CB, "msecond", "5.6"), ncu_line(5, CB, "msecond", "5.8")]) + "\n"
+     ncu_line(0, "void vsn_bwd_fused_kernel<32, 1>(bwd_args)", "usecond", "2,198.50"),
+     ncu_line(1, SB, "msecond", "2.7"), ncu_line(2, SB, "msecond", "2.8"),
+     ncu_line(3, "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x5_nt_align4>(T1::Params)", "nsecond",
+              "32,900"),
+     ncu_line(4, SB, "msecond", "2.6"), ncu_line(5, SB, "msecond", "2.9")]) + "\n"
 
-SAMPLE_SUMMARY = """700 kernel launches, 116.17 ms in all
+SAMPLE_SUMMARY = """358 kernel launches, 32.25 ms in all
 kernel                                                                    calls   total us   mean us  share
-chunk_backward_kernel                                                         4    22632.1    5658.0  19.5%
-void var_gate_kernel<1>                                                       4     8701.9    2175.5   7.5%
-var_gate_bwd_kernel                                                           2     6426.0    3213.0   5.5%
-void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, f      183     2043.8      11.2   1.8%
+void scan_backward_kernel<8, 1>                                               4    10918.8    2729.7  33.9%
+void vsn_bwd_fused_kernel<32, 1>                                              2     4397.1    2198.5  13.6%
+scan_tc_pair_kernel                                                           4     2185.0     546.2   6.8%
+tt_grad_kernel                                                                2     1688.7     844.4   5.2%
+void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, f       30      257.5       8.6   0.8%
 """
 
 
@@ -843,39 +1266,89 @@ class Tiny:
     P, N, nc = 1, 1, 1
 
 
+class Args:
+    """The flags render and Ceilings read, as main's defaults give them."""
+    ceilings = copy_gbps = fp32_tflops = gemm_tflops = tf32_tflops = None
+    preset, top, summary, precision = "default", 0, "x", "bf16"
+
+
 def selftest():
-    z = Sizes("default", 2048)
+    z = Sizes("default", 2048)  # bf16, the default 70,000 bars
+    zf = Sizes("default", 2048, "fp32")
+    sb, sp, sf = scan_backward(z), scan_forward(z), scan_forward(zf)
     checks = [
         ("rows", z.R, 131072), ("d_inner, heads, conv_dim, in_proj_out", (z.di, z.H, z.conv, z.io), (256, 8, 384, 648)),
         ("chunks", z.chunks, [32, 32]),
-        ("var_gate bytes", var_gate(z).bytes, 3_418_378_240), ("var_gate FLOPs", var_gate(z).flops, 2_207_252_480),
-        ("rank1 bytes", rank1(z).bytes, 692_070_400), ("scale2 bytes", scale2(z).bytes, 2_705_326_080),
+        ("bars: 70,000 at 2,048 windows, table on; 64 windows: off", (z.nb, z.table, Sizes("default", 64).table),
+         (70000, True, False)),
+        ("bars scaled at 8,192 windows (70,000 / 71,491.6 x 95,592.2)", Sizes("default", 8192).nb, 93598),
+        ("scan_backward FLOPs (bf16)", sb.flops, 20_494_942_208), ("scan_backward TF32 FLOPs", sb.tc, 19_595_788_288),
+        ("scan_backward FLOPs (fp32)", scan_backward(zf).flops, 20_672_675_840),
+        ("scan_backward bytes", sb.bytes, 1_015_283_776),
+        ("scan_tc_pair FLOPs", sp.flops, 7_814_774_784), ("scan_tc_pair TF32 FLOPs", sp.tc, 7_616_856_064),
+        ("scan_tc_pair bytes", sp.bytes, 339_738_688),
+        # fp32: chunk 0 110,496 + chunk 1 244,176 + the state L + Lp + 2pNL + 2pN 136,224 = 490,896 a block
+        ("scan_forward (fp32) FLOPs", (sf.flops, sf.tc), (8_042_840_064, 0)),
+        ("vsn_bwd_fused (table) FLOPs, bytes", (vsn_backward_fused(z).flops, vsn_backward_fused(z).bytes),
+         (56_985_600_000, 404_491_200)),
+        ("vsn_fused (table) FLOPs, bytes", (vsn_forward_fused(z).flops, vsn_forward_fused(z).bytes),
+         (19_084_800_000, 370_412_480)),
+        ("tt_grad FLOPs, bytes", (tt_grad(z).flops, tt_grad(z).bytes), (671_088_640, 797_296_068)),
+        ("table_combine FLOPs, bytes, design",
+         (table_combine(z).flops, table_combine(z).bytes, table_combine(z).design),
+         (335_544_320, 396_673_024, 709_361_664)),
+        ("rms_backward_regs FLOPs, bytes", (rms_backward(z).flops, rms_backward(z).bytes), (704_905_216, 673_711_104)),
+        ("rms_forward_regs FLOPs, bytes", (rms_forward(z).flops, rms_forward(z).bytes), (302_514_176, 403_178_496)),
+        ("bwd_dlog FLOPs, bytes", (bwd_dlog(z).flops, bwd_dlog(z).bytes), (20_971_520, 83_886_080)),
+        ("sel_tail_group FLOPs, bytes", (sel_tail_group(z).flops, sel_tail_group(z).bytes), (94_896_128, 147_849_536)),
         ("conv_forward bytes", conv_forward(z).bytes, 402_660_864),
-        ("chunk_backward bytes", chunk_backward(z).bytes, 1_283_850_304),
         ("in_proj forward FLOPs", gemm_cost(z.R, z.io, z.D, 1, 0).flops, 21_743_271_936),
-        ("cuBLAS products a step", len(cublas_step(z)), 127),
-        ("colsum calls a step", len(colsum_calls(z)), 19),
+        ("cuBLAS products a step", len(cublas_step(z)), 41),
+        ("colsum calls a step (the profile's 26 in 2 steps)", len(colsum_calls(z)), 13),
+        ("colsum_finish calls a step (38 in 2 steps)", len(colsum_finish_calls(z)), 19),
+        ("LayerNorm calls a step: forward, dx, params (6, 8, 6 in 2 steps)",
+         (len(ln_forward_calls(z)), len(ln_backward_dx_calls(z)), len(ln_param_grad_calls(z))), (3, 4, 3)),
         ("SSD staged and fused: default yes, large no", (ssd_fused(z), ssd_fused(Sizes("large", 64))), (True, False)),
+        ("SSD kernels: bf16, fp32, large",
+         (sorted(ssd_calls(z)), sorted(ssd_calls(zf)), sorted(ssd_calls(Sizes("large", 64)))),
+         (["reduce_group_kernel", "scan_backward_kernel", "scan_tc_pair_kernel"],
+          ["reduce_group_kernel", "scan_backward_kernel", "scan_forward_kernel"],
+          # large: P N = 8,192 > 2,048 (the chunk backward); K = 2Q = 128, Q = 64: the pair kernel
+          ["chunk_backward_kernel", "chunk_summary_kernel", "reduce_group_kernel", "scan_tc_pair_kernel"])),
         # a chunk of L = 2, P = N = 1 (c = 0): a 2, M 3 x 5 + 1 segment add, Y 2 x 3, D X 4
         ("chunk_forward one small chunk", forward_chunk_flops(Tiny(), 2, 0), 28),
+    ]
+    ceil = Ceilings(Args())
+    rb = Row("scan_backward_kernel", 1, 2.73, sb.flops, sb.bytes, sb.tc, "tf32")
+    rv = Row("vsn_bwd_fused_kernel", 1, 2.2, vsn_backward_fused(z).flops, vsn_backward_fused(z).bytes)
+    checks += [
+        # 19,595,788,288 / 495e9 + 899,153,920 / 51.3e9 = 0.03959 + 0.01753 ms; 1,015,283,776 / 4,257.8e6
+        ("scan_backward floors (TF32 495, fp32 51.3, copy 4,257.8)", tuple(round(x, 4) for x in rb.floors(ceil)),
+         (0.0571, 0.2385)),
+        ("vsn_bwd_fused compute floor (fp32 51.3)", round(rv.floors(ceil)[0], 4), 1.1108),
     ]
     prof = parse_ncu_csv(SAMPLE_CSV)
     checks += [
         ("CSV kernels", sorted(base_name(n) for n in prof.calls),
-         ["Kernel2", "chunk_backward_kernel", "var_gate_kernel"]),
-        ("CSV templated name", base_name("void var_gate_kernel<1>"), "var_gate_kernel"),
-        ("CSV units (us, ms, ns)", round(prof.us["void var_gate_kernel<1>"] + prof.us["chunk_backward_kernel"], 3),
-         2175.5 + 22600.0),
-        ("CSV gemm", is_gemm("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_nt_align1>"), True),
+         ["Kernel2", "scan_backward_kernel", "vsn_bwd_fused_kernel"]),
+        ("CSV templated name", base_name("void vsn_bwd_fused_kernel<32, 1>"), "vsn_bwd_fused_kernel"),
+        ("CSV units (us, ms, ns)",
+         round(prof.us["void vsn_bwd_fused_kernel<32, 1>"] + prof.us["void scan_backward_kernel<8, 1>"], 3),
+         2198.5 + 11000.0),
+        ("CSV gemm", is_gemm("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x5_nt_align4>"), True),
         ("CSV steps", infer_steps(prof, z)[0], 2),
     ]
     summ = parse_summary(SAMPLE_SUMMARY)
+    text = render(summ, z, 2, "2 steps (--steps)", Args(), ceil)
     checks += [
-        ("summary rows", summ.calls["void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, f"], 183),
-        ("summary whole capture", (summ.launches, round(summ.total_us, 1)), (700, 116170.0)),
-        ("summary untemplated name", base_name("var_gate_bwd_kernel"), "var_gate_bwd_kernel"),
+        ("summary rows", summ.calls["void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, f"], 30),
+        ("summary whole capture", (summ.launches, round(summ.total_us, 1)), (358, 32250.0)),
+        ("summary untemplated name", base_name("scan_tc_pair_kernel"), "scan_tc_pair_kernel"),
         ("summary steps", infer_steps(summ, z)[0], 2),
-        ("summary: the first table only", parse_summary(SAMPLE_SUMMARY + SAMPLE_SUMMARY).launches, 700),
+        ("summary: the first table only", parse_summary(SAMPLE_SUMMARY + SAMPLE_SUMMARY).launches, 358),
+        ("the table names bf16 and the TF32 figure",
+         ("bf16;" in text, "TF32 WMMA tiles 495.0 TFLOP/s" in text, "| scan_backward_kernel | 2 |" in text),
+         (True, True, True)),
     ]
     failed = 0
     for what, got, want in checks:
@@ -891,11 +1364,21 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", nargs="?", help="ncu --csv output of the training benchmark")
     ap.add_argument("--summary", help="bench/ncu_summary.py's table instead of the CSV")
+    ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                    help="the run's matrix-product precision (default fp32, gpu-check.sh's PROFILE_PRECISION's)")
     ap.add_argument("--ceilings", help="ssmtrade bench --json output (ceilings, train rows)")
     ap.add_argument("--copy-gbps", type=float, help=f"copy ceiling, GB/s (default {DEFAULT_COPY_GBPS})")
     ap.add_argument("--fp32-tflops", type=float, help=f"fp32 ceiling, TFLOP/s (default {DEFAULT_FP32_TFLOPS})")
+    ap.add_argument("--gemm-tflops", type=float,
+                    help=f"bf16 mode's cuBLAS ceiling, TFLOP/s (default the JSON's, else {DEFAULT_GEMM_TFLOPS})")
+    ap.add_argument("--tf32-tflops", type=float,
+                    help=f"the scans' TF32 tiles' ceiling, TFLOP/s (default {DEFAULT_TF32_TFLOPS}, the spec)")
     ap.add_argument("--preset", default="default", choices=sorted(PRESETS))
     ap.add_argument("--windows", type=int, default=2048)
+    ap.add_argument("--bars", type=int, help="distinct bars of the minibatch (default: 70,000 at 2,048 windows, "
+                                             "scaled by the expected count elsewhere)")
+    ap.add_argument("--market-bars", type=int, default=MARKET_BARS,
+                    help=f"bars of the market the windows are drawn from (default {MARKET_BARS:,})")
     ap.add_argument("--steps", type=int, help="training steps in the capture (default: inferred)")
     ap.add_argument("--top", type=int, default=0, help="kernel rows to show (default all)")
     ap.add_argument("--selftest", action="store_true")
@@ -909,11 +1392,11 @@ def main():
         with open(path, errors="replace") as f:
             text = f.read()
         prof = parse_summary(text) if args.summary else parse_ncu_csv(text)
-        ceil = load_ceilings(args)
+        ceil = Ceilings(args)
     except (OSError, ValueError) as e:
         print(f"kernel_roofline.py: {path}: {e}", file=sys.stderr)
         return 2
-    z = Sizes(args.preset, args.windows)
+    z = Sizes(args.preset, args.windows, args.precision, args.bars, args.market_bars)
     steps, note = (args.steps, f"{args.steps} steps (--steps)") if args.steps else infer_steps(prof, z)
     print(render(prof, z, steps, note, args, ceil))
     return 0

@@ -18,6 +18,9 @@
 #   AB_BENCH      flags of `ssmtrade bench` (default: --what train,act
 #                 --windows 2048,8192); AB_BENCH=none: no benchmark
 #   AB_TIMEOUT    seconds for each test program (default 200)
+#   AB_TORCH=1    also bench/torch_bench.py --quick once, after the variants
+#                 (same call, same card), and each variant's bench/compare.py
+#                 table (ratios, targets) added to ab.txt; torch.json kept
 # Writes $OUT/ab.txt (each variant's test lines and benchmark tables) and
 # $OUT/NAME.json (the benchmark's numbers); prints ab.txt. Exit status 0
 # when every variant built and passed its tests.
@@ -89,4 +92,15 @@ for v in $VARIANTS; do
     grep -E "^ +(windows|envs) +prec|^ +[0-9]+ +(fp32|bf16)" "/tmp/ab_bench_$v.log" | tee -a "$OUT/ab.txt"
   fi
 done
+if [ -n "${AB_TORCH:-}" ] && [ "$BENCH" != none ]; then
+  export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/torchinductor_ssmtrade}
+  say "==== PyTorch (bench/torch_bench.py --quick, after the variants)"
+  timeout "${AB_TORCH_TIMEOUT:-300}" python3 "$ROOT/bench/torch_bench.py" --quick --json "$OUT/torch.json" \
+    >/tmp/ab_torch.log 2>&1 || { say "torch_bench.py failed: $(tail -3 /tmp/ab_torch.log)"; rc=1; }
+  for v in $VARIANTS; do
+    [ -f "$OUT/$v.json" ] && [ -f "$OUT/torch.json" ] || continue
+    say "==== $v against PyTorch (bench/compare.py)"
+    python3 "$ROOT/bench/compare.py" "$OUT/$v.json" "$OUT/torch.json" 2>&1 | grep -E '^\|' | tee -a "$OUT/ab.txt" >/dev/null
+  done
+fi
 exit $rc

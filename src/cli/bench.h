@@ -45,6 +45,7 @@ typedef struct {
     int act_window;   /* act: a materialised window and the window forward (1) or the row index (0) */
     int train_table;  /* train: the training bar table (1), the VSN a row (0), the trainer's choice (-1):
                        * st_cuda_model_set_train_table */
+    int last_row_tail; /* the last block's last-row tail (1) or the full block (0): st_cuda_model_set_last_row_tail */
     uint64_t seed;
     const st_market *market; /* the built-in synthetic market (training split) */
 } st_bench_opts;

@@ -18,7 +18,7 @@
 #include "model/params.h"
 #include "train/train_config.h"
 #ifdef ST_HAVE_CUDA
-#include "cuda/model_cuda.h" /* st_cuda_model_set_train_table */
+#include "cuda/model_cuda.h" /* st_cuda_model_set_train_table, _set_last_row_tail */
 #include "cuda/vsn_cuda.h"
 #endif
 
@@ -47,6 +47,8 @@ static const st_flag flags[] = {
                           "before no-window) or as its feature-row index and context (0, default: the trainer's)"},
     {"train-table", "-1|0|1", "train, e2e: the VSN's per-variable GRNs once a distinct bar of the minibatch (1), "
                               "once a window row (0), or the trainer's choice (-1, default)"},
+    {"last-row-tail", "0|1", "train, act, e2e: the last Mamba2 block past its SSD at the last row of each window "
+                             "only, what the heads read (1, default), or over every row (0)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -146,6 +148,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "train-table", -1, &o->train_table));
     ST_REQUIRE(o->train_table >= -1 && o->train_table <= 1, ST_ERR_INPUT,
                "--train-table: %d is not -1 (the trainer's choice), 0 or 1", o->train_table);
+    ST_TRY(st_args_int(a, "last-row-tail", 1, &o->last_row_tail));
+    ST_REQUIRE(o->last_row_tail == 0 || o->last_row_tail == 1, ST_ERR_INPUT, "--last-row-tail: %d is neither 0 nor 1",
+               o->last_row_tail);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -192,6 +197,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "bar_table", o->bar_table);
     cJSON_AddNumberToObject(root, "act_window", o->act_window);
     cJSON_AddNumberToObject(root, "train_table", o->train_table);
+    cJSON_AddNumberToObject(root, "last_row_tail", o->last_row_tail);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -263,6 +269,7 @@ int st_cmd_bench(int argc, char **argv) {
 #ifdef ST_HAVE_CUDA
         st_cuda_vsn_set_fused(o.vsn_fused);
         st_cuda_model_set_train_table(o.train_table);
+        st_cuda_model_set_last_row_tail(o.last_row_tail);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

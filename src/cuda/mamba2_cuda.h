@@ -54,4 +54,25 @@ int st_cuda_mamba2_backward(const st_dims *d, int Bsz, const st_cuda_mamba2_weig
                             const float *saved, const float *du_out, int du_out_stride, float *du, int du_stride,
                             const st_cuda_mamba2_grads *g, float *work, void *stream);
 
+/* The last block's tail: the same block for a caller that reads u_out at
+ * row K-1 of each window only (the heads, DESIGN section 5). Forward:
+ * u_out written at rows b*K + K-1 alone (its other rows untouched); saved
+ * has the full layout, its ssd_y, gated and rms_rstd regions written at
+ * those rows alone (the rest as the full block). Backward: reads du_out
+ * at rows K-1 alone (the rest taken as zero, which is what the heads
+ * leave there) and writes du at every row; every parameter gradient is
+ * the full block's given du_out zero but at the last rows (within fp32
+ * rounding: other sums in other orders). The same work count. */
+/* Whether the tail takes d's sizes on the current device (its SSD keeps a
+ * window in shared memory: cuda/ssd_last_row_cuda.h); where not, the caller
+ * runs the full block (the same results). */
+int st_cuda_mamba2_last_fits(const st_dims *d);
+
+int st_cuda_mamba2_forward_last(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w, const float *u,
+                                int u_stride, float *u_out, int u_out_stride, float *saved, float *work, void *stream);
+
+int st_cuda_mamba2_backward_last(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w, const float *u,
+                                 int u_stride, const float *saved, const float *du_out, int du_out_stride, float *du,
+                                 int du_stride, const st_cuda_mamba2_grads *g, float *work, void *stream);
+
 #endif

@@ -73,6 +73,7 @@ typedef struct {
     /* the training step's bar table (NULL: none) and whether the last forward went through it */
     struct st_cuda_train_table *tt;
     int tt_used;
+    int tail_used; /* the last forward ran the last block's tail (st_cuda_model_set_last_row_tail) */
 } st_cuda_model;
 
 /* Device bytes of the activations for up to max_windows windows. */
@@ -174,6 +175,21 @@ int st_cuda_model_train_table_init(st_cuda_model *m, long bars, float *tab, size
 size_t st_cuda_model_train_table_bytes(const st_cuda_model *m);
 int st_cuda_model_forward_train_table(st_cuda_model *m, int n, const float *X, int x_stride, const int *bar_rows,
                                       float *logits, int logits_stride, float *value);
+
+/* The last block's tail (cuda/mamba2_cuda.h's st_cuda_mamba2_forward_last):
+ * the heads read u_L at row K-1 alone, so block L-1 runs the SSD, the gated
+ * RMSNorm, out_proj and the residual at the last rows only (1, the
+ * default) or over every row as the other blocks (0: for the tests and the
+ * bench, `ssmtrade bench --last-row-tail 0`). Logits, value and every
+ * gradient within fp32 rounding either way. Where the tail's SSD cannot
+ * hold a window in shared memory (st_cuda_mamba2_last_fits: long windows,
+ * many heads) the full block runs whatever the switch says. u_L's rows <
+ * K-1 are written only by the full block (the tracer's label of u_L
+ * covers the last rows).
+ * Process-wide, read when a forward is enqueued (a captured graph keeps
+ * its setting); the backward follows its forward's. */
+void st_cuda_model_set_last_row_tail(int on);
+int st_cuda_model_last_row_tail(void);
 
 /* Backward of the last forward: parameter gradients are added to m->g; dX
  * (the window's gradient, [n*K, F+C] at row stride dx_stride; NULL: not

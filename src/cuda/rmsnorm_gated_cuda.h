@@ -24,4 +24,15 @@ int st_cuda_rmsnorm_gated_backward(int rows, int n, const float *y, int y_stride
                                    const float *w, const float *rstd, const float *dout, int dout_stride, float *dy,
                                    int dy_stride, float *dz, int dz_stride, float *dw, void *stream);
 
+/* The same with rstd[r * rstd_stride] (>= 1): a strided view of rows,
+ * e.g. the last row of each window (rows n, strides K times the widths and
+ * K for rstd), keeps rstd at its rows' natural positions. */
+int st_cuda_rmsnorm_gated_forward_rs(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
+                                     const float *w, float eps, float *out, int out_stride, float *rstd,
+                                     int rstd_stride, void *stream);
+int st_cuda_rmsnorm_gated_backward_rs(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
+                                      const float *w, const float *rstd, int rstd_stride, const float *dout,
+                                      int dout_stride, float *dy, int dy_stride, float *dz, int dz_stride, float *dw,
+                                      void *stream);
+
 #endif

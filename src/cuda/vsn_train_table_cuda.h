@@ -12,7 +12,9 @@
  *            sort of (key, row) pairs, head flags, a scan; no floating
  *            point, no atomics: the same index run to run;
  *   forward  tab[b] = t(s of row first[b]) for b < nb, v[r] = sum_j
- *            alpha[r, j] tab[crow[r], j] (cuda/vsn_forward_fused_cuda.h);
+ *            alpha[r, j] tab[crow[r], j] (cuda/vsn_forward_fused_cuda.h's
+ *            fill; the combine st_cuda_vsn_train_table_combine, a bar at a
+ *            time over its rows: the table read once a bar);
  *   backward st_cuda_vsn_train_table_backward: per row dalpha[r, j] =
  *            t_j[crow[r]] . dv[r] (+ the caller's dalpha), per compact bar
  *            dT[b, j] = sum over its rows, ascending, of alpha[r, j] dv[r]
@@ -62,6 +64,14 @@ int st_cuda_vsn_bar_index_build(const st_vsn_bar_index *ix, int rows, const int 
 int st_cuda_vsn_train_table_grad(const st_vsn_bar_index *ix, int rows, int F, int Dv, const float *tab,
                                  const float *alpha, int alpha_stride, const float *dv, int dv_stride,
                                  const float *dalpha, int dalpha_stride, double *dad, float *dT, void *stream);
+
+/* The training forward's combine: v[r, :] = sum_j alpha[r, j] tab[crow[r],
+ * j Dv ..] over j in order in double, rounded once (st_cuda_vsn_table_combine's
+ * sum: the same bits) for each row r < rows of the last build, walked a
+ * compact bar at a time through the CSR so that a bar's table row is read
+ * once. alpha [rows, F], v [rows, Dv] at their strides; Dv <= 32. */
+int st_cuda_vsn_train_table_combine(const st_vsn_bar_index *ix, int rows, int F, int Dv, const float *tab,
+                                    const float *alpha, int alpha_stride, float *v, int v_stride, void *stream);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,18 @@
  * the CPU block's layout (st_mamba2_saved_layout); `work` holds A [H], dA
  * [H], SSD work, d_gated [R, d_inner] (reused for d_a [R, D]: D <= d_inner),
  * d_ssd_y [R, d_inner], d_zx [R, in_proj_out], d_xBC [R, conv_dim], conv
- * work, each rounded up to 16 floats (64-byte aligned). */
+ * work, each rounded up to 16 floats (64-byte aligned).
+ *
+ * The last block's tail (st_cuda_mamba2_forward_last / _backward_last):
+ * the heads read u_L at row K-1 alone, and every op after the SSD is per
+ * row, so the tail runs LayerNorm, in_proj, conv and dt over every row and
+ * then the SSD at the last rows (cuda/ssd_last_row_cuda.h), the gated
+ * RMSNorm, out_proj and the residual over the n last rows only (views of
+ * n rows at strides K times the widths, at their natural positions in
+ * saved). Its backward: out_proj, RMSNorm and the SSD's backward from the
+ * last rows; conv, dt and the LayerNorm over every row; in_proj's backward
+ * split by columns ([xBC, dt_raw] over every row, z over the last rows:
+ * dz is zero elsewhere, so nothing zeroes or reads it). */
 #include "cuda/check.h"
 
 extern "C" {
@@ -36,6 +47,7 @@ extern "C" {
 #include "cuda/mamba2_cuda.h"
 #include "cuda/rmsnorm_gated_cuda.h"
 #include "cuda/ssd_cuda.h"
+#include "cuda/ssd_last_row_cuda.h"
 #include "model/mamba2.h" /* st_mamba2_saved_layout (float build): the saved regions */
 }
 
@@ -78,7 +90,9 @@ static m2_work m2_work_layout(const m2_sizes *s, float *base) {
     m2_work w;
     w.A = m2_carve(base, &off, (size_t)s->H);
     w.dA = m2_carve(base, &off, (size_t)s->H);
-    w.ssd = m2_carve(base, &off, st_cuda_ssd_work_count(s->Bsz, s->K, s->H, s->P, s->G, s->N, s->Q));
+    size_t ssd = st_cuda_ssd_work_count(s->Bsz, s->K, s->H, s->P, s->G, s->N, s->Q);
+    size_t ssd_last = st_cuda_ssd_last_row_work_count(s->Bsz, s->K, s->H); /* the tail's (below) */
+    w.ssd = m2_carve(base, &off, ssd > ssd_last ? ssd : ssd_last);
     w.d_gated = m2_carve(base, &off, R * (size_t)(s->d_inner > s->D ? s->d_inner : s->D));
     w.d_ssd_y = m2_carve(base, &off, R * s->d_inner);
     w.d_zx = m2_carve(base, &off, R * s->in_out);
@@ -162,6 +176,35 @@ static int m2_A(int H, const float *A_log, float *A, cudaStream_t st) {
 
 /* ---- the block ------------------------------------------------------------ */
 
+/* What the full block and the tail share before the SSD: [z, xBC, dt_raw]
+ * = a in_proj^T, xBC = SiLU(conv), dt = softplus(dt_raw + dt_bias), A. */
+static int m2_forward_pre_ssd(const m2_sizes &s, const st_cuda_mamba2_weights *w, const m2_saved &sv, const m2_work &wk,
+                              cudaStream_t st) {
+    const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R;
+    ST_TRY(st_cuda_linear_forward(R, s.D, io, sv.a, s.D, w->in_proj_w, NULL, sv.zx, io, st));
+    ST_TRY(st_cuda_conv1d_forward(s.Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
+    m2_dt_forward_kernel<<<m2_blocks((long)R * s.H), M2_THREADS, 0, st>>>(R, s.H, sv.zx, io, di + cd, w->dt_bias,
+                                                                          sv.dt, s.H);
+    ST_CUDA_LAUNCHED();
+    return m2_A(s.H, w->A_log, wk.A, st);
+}
+
+/* What both backwards share after the SSD's: the conv backward (d_xBC ->
+ * the xBC_raw columns of d_zx), ddt -> ddt_raw in place, d dt_bias, d A_log. */
+static int m2_backward_post_ssd(const m2_sizes &s, const st_cuda_mamba2_weights *w, const m2_saved &sv,
+                                const m2_work &wk, const st_cuda_mamba2_grads *g, cudaStream_t st) {
+    const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R, H = s.H;
+    ST_TRY(st_cuda_conv1d_backward(s.Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, wk.d_xBC, cd,
+                                   wk.d_zx + di, io, g->conv_w, g->conv_b, wk.conv, st));
+    m2_dt_backward_kernel<<<m2_blocks((long)R * H), M2_THREADS, 0, st>>>(R, H, sv.zx, io, di + cd, w->dt_bias,
+                                                                         wk.d_zx, io);
+    ST_CUDA_LAUNCHED();
+    ST_TRY(st_cuda_colsum_add(R, H, wk.d_zx + di + cd, io, g->dt_bias, st)); /* rows in order, in double */
+    m2_dA_log_kernel<<<m2_blocks(H), M2_THREADS, 0, st>>>(H, wk.dA, wk.A, g->A_log);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
 extern "C" int st_cuda_mamba2_forward(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w, const float *u,
                                       int u_stride, float *u_out, int u_out_stride, float *saved, float *work,
                                       void *stream) {
@@ -176,12 +219,7 @@ extern "C" int st_cuda_mamba2_forward(const st_dims *d, int Bsz, const st_cuda_m
      * the caller's, outside saved and work, so nothing below touches it before the last product */
     ST_TRY(st_cuda_layernorm_forward_copy(R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd,
                                           u_out, u_out_stride, st));
-    ST_TRY(st_cuda_linear_forward(R, s.D, io, sv.a, s.D, w->in_proj_w, NULL, sv.zx, io, st));
-    ST_TRY(st_cuda_conv1d_forward(Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
-    m2_dt_forward_kernel<<<m2_blocks((long)R * s.H), M2_THREADS, 0, st>>>(R, s.H, sv.zx, io, di + cd, w->dt_bias,
-                                                                          sv.dt, s.H);
-    ST_CUDA_LAUNCHED();
-    ST_TRY(m2_A(s.H, w->A_log, wk.A, st));
+    ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, st));
     ST_TRY(st_cuda_ssd_forward_chunked(Bsz, s.K, s.H, s.P, s.G, s.N, s.Q, sv.xBC, cd, sv.dt, s.H, wk.A, sv.xBC + di,
                                        cd, sv.xBC + di + s.GN, cd, w->Dskip, sv.y, di, wk.ssd, st));
     ST_TRY(st_cuda_rmsnorm_gated_forward(R, di, sv.y, di, sv.zx, io, w->norm_w, M2_EPS, sv.gated, di, sv.rms, st));
@@ -211,14 +249,7 @@ extern "C" int st_cuda_mamba2_backward(const st_dims *d, int Bsz, const st_cuda_
                                         sv.xBC + di + GN, cd, w->Dskip, wk.d_ssd_y, di, wk.d_xBC, cd,
                                         wk.d_zx + di + cd, io, wk.dA, wk.d_xBC + di, cd, wk.d_xBC + di + GN, cd,
                                         g->Dskip, wk.ssd, st));
-    ST_TRY(st_cuda_conv1d_backward(Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, wk.d_xBC, cd,
-                                   wk.d_zx + di, io, g->conv_w, g->conv_b, wk.conv, st));
-    m2_dt_backward_kernel<<<m2_blocks((long)R * H), M2_THREADS, 0, st>>>(R, H, sv.zx, io, di + cd, w->dt_bias,
-                                                                         wk.d_zx, io);
-    ST_CUDA_LAUNCHED();
-    ST_TRY(st_cuda_colsum_add(R, H, wk.d_zx + di + cd, io, g->dt_bias, st)); /* rows in order, in double */
-    m2_dA_log_kernel<<<m2_blocks(H), M2_THREADS, 0, st>>>(H, wk.dA, wk.A, g->A_log);
-    ST_CUDA_LAUNCHED();
+    ST_TRY(m2_backward_post_ssd(s, w, sv, wk, g, st));
 
     float *d_a = wk.d_gated; /* dead since the gated RMSNorm backward; sized for max(D, d_inner) */
     ST_TRY(st_cuda_linear_backward(R, s.D, io, sv.a, s.D, w->in_proj_w, wk.d_zx, io, d_a, s.D, 0, g->in_proj_w, NULL,
@@ -226,5 +257,108 @@ extern "C" int st_cuda_mamba2_backward(const st_dims *d, int Bsz, const st_cuda_
     /* du = du_out (the residual path) + the norm's dx, in one pass */
     ST_TRY(st_cuda_layernorm_backward_res(R, s.D, u, u_stride, w->ln_w, sv.mean, sv.rstd, d_a, s.D, du_out,
                                           du_out_stride, du, du_stride, g->ln_w, g->ln_b, st));
+    return ST_OK;
+}
+
+/* ---- the last block's tail ---------------------------------------------------- */
+
+/* dst[b * dst_stride + c] += src[b * src_stride + c], c < D: the residual
+ * path of the tail's last rows. */
+static __global__ void m2_add_rows_kernel(int rows, int D, const float *src, int src_stride, float *dst,
+                                          int dst_stride) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)rows * D) return;
+    int r = (int)(i / D), c = (int)(i % D);
+    dst[(size_t)r * dst_stride + c] += src[(size_t)r * src_stride + c];
+}
+
+/* Row K-1 of every window, as a view of Bsz rows: offset (K-1) stride, stride K stride. */
+static size_t m2_last(const m2_sizes &s, int stride) { return (size_t)(s.K - 1) * (size_t)stride; }
+
+extern "C" int st_cuda_mamba2_last_fits(const st_dims *d) {
+    return st_cuda_ssd_last_row_fits(d->K, st_heads(d), d->headdim, d->G, d->N);
+}
+
+extern "C" int st_cuda_mamba2_forward_last(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w, const float *u,
+                                           int u_stride, float *u_out, int u_out_stride, float *saved, float *work,
+                                           void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    m2_sizes s = m2_sizes_of(d, Bsz);
+    if (s.R <= 0) return ST_OK;
+    m2_saved sv = m2_saved_at(d, Bsz, saved);
+    m2_work wk = m2_work_layout(&s, work);
+    const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, K = s.K;
+
+    ST_TRY(st_cuda_layernorm_forward(s.R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd,
+                                     st));
+    ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, st));
+    /* from here on the last rows only, at their natural positions in saved */
+    float *y = sv.y + m2_last(s, di), *gated = sv.gated + m2_last(s, di);
+    ST_TRY(st_cuda_ssd_last_row_forward(Bsz, K, s.H, s.P, s.G, s.N, sv.xBC, cd, sv.dt, s.H, wk.A, sv.xBC + di, cd,
+                                        sv.xBC + di + s.GN, cd, w->Dskip, y, K * di, st));
+    ST_TRY(st_cuda_rmsnorm_gated_forward_rs(Bsz, di, y, K * di, sv.zx + m2_last(s, io), K * io, w->norm_w, M2_EPS, gated,
+                                            K * di, sv.rms + (K - 1), K, st));
+    /* Residual at the last rows: u_out = u there (nothing when in place), then += gated out_proj_w^T. */
+    float *uo = u_out + m2_last(s, u_out_stride);
+    if (u_out != u || u_out_stride != u_stride)
+        ST_CUDA_TRY(cudaMemcpy2DAsync(uo, sizeof(float) * K * (size_t)u_out_stride, u + m2_last(s, u_stride),
+                                      sizeof(float) * K * (size_t)u_stride, sizeof(float) * s.D, Bsz,
+                                      cudaMemcpyDeviceToDevice, st));
+    ST_TRY(st_cuda_gemm(0, 1, Bsz, s.D, di, 1.0f, gated, K * di, w->out_proj_w, di, 1.0f, uo, K * u_out_stride, st));
+    return ST_OK;
+}
+
+extern "C" int st_cuda_mamba2_backward_last(const st_dims *d, int Bsz, const st_cuda_mamba2_weights *w,
+                                            const float *u, int u_stride, const float *saved, const float *du_out,
+                                            int du_out_stride, float *du, int du_stride, const st_cuda_mamba2_grads *g,
+                                            float *work, void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    m2_sizes s = m2_sizes_of(d, Bsz);
+    if (s.R <= 0) return ST_OK;
+    m2_saved sv = m2_saved_at(d, Bsz, saved);
+    m2_work wk = m2_work_layout(&s, work);
+    const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, GN = s.GN, R = s.R, H = s.H, K = s.K, D = s.D;
+    const float *du_last = du_out + m2_last(s, du_out_stride), *y = sv.y + m2_last(s, di);
+    const float *zx_last = sv.zx + m2_last(s, io);
+    float *dz_last = wk.d_zx + m2_last(s, io);
+
+    /* out_proj and the gated RMSNorm over the last rows: d_gated and d_ssd_y compact [Bsz, d_inner];
+     * dz into d_zx's z columns at the last rows (its other rows are never read: see in_proj below) */
+    ST_TRY(st_cuda_linear_backward(Bsz, di, D, sv.gated + m2_last(s, di), K * di, w->out_proj_w, du_last,
+                                   K * du_out_stride, wk.d_gated, di, 0, g->out_proj_w, NULL, st));
+    ST_TRY(st_cuda_rmsnorm_gated_backward_rs(Bsz, di, y, K * di, zx_last, K * io, w->norm_w, sv.rms + (K - 1), K,
+                                             wk.d_gated, di, wk.d_ssd_y, di, dz_last, K * io, g->norm_w, st));
+    ST_TRY(m2_A(H, w->A_log, wk.A, st));
+    ST_CUDA_TRY(cudaMemsetAsync(wk.dA, 0, sizeof(float) * (size_t)H, st)); /* the SSD adds to dA */
+    /* dx, dB, dC (zero but at the last rows), ddt at every row */
+    ST_TRY(st_cuda_ssd_last_row_backward(Bsz, K, H, s.P, s.G, s.N, sv.xBC, cd, sv.dt, H, wk.A, sv.xBC + di, cd,
+                                         sv.xBC + di + GN, cd, w->Dskip, wk.d_ssd_y, di, wk.d_xBC, cd,
+                                         wk.d_zx + di + cd, io, wk.dA, wk.d_xBC + di, cd, wk.d_xBC + di + GN, cd,
+                                         g->Dskip, wk.ssd, st));
+    ST_TRY(m2_backward_post_ssd(s, w, sv, wk, g, st));
+
+    /* in_proj in two parts, so that dz's rows < K-1 (zero) are neither written nor read: the
+     * [xBC, dt_raw] columns (in_proj_w's rows d_inner..) over every row, then the z columns
+     * (its first d_inner rows) over the last rows, added into d_a there */
+    float *d_a = wk.d_gated; /* dead since the gated RMSNorm backward; sized for max(D, d_inner) rows R */
+    const size_t wz = (size_t)di * D;
+    ST_TRY(st_cuda_linear_backward(R, D, cd + H, sv.a, D, w->in_proj_w + wz, wk.d_zx + di, io, d_a, D, 0,
+                                   g->in_proj_w + wz, NULL, st));
+    ST_TRY(st_cuda_linear_backward(Bsz, D, di, sv.a + m2_last(s, D), K * D, w->in_proj_w, dz_last, K * io,
+                                   d_a + m2_last(s, D), K * D, 1, g->in_proj_w, NULL, st));
+    /* du = the norm's dx at every row, plus du_out at the last rows (its other rows are not read);
+     * where du is du_out, its last rows are kept aside first (d_ssd_y is dead by now) */
+    const float *res = du_last;
+    int res_stride = K * du_out_stride;
+    if (du == du_out) {
+        ST_CUDA_TRY(cudaMemcpy2DAsync(wk.d_ssd_y, sizeof(float) * D, du_last, sizeof(float) * res_stride,
+                                      sizeof(float) * D, Bsz, cudaMemcpyDeviceToDevice, st));
+        res = wk.d_ssd_y, res_stride = D;
+    }
+    ST_TRY(st_cuda_layernorm_backward(R, D, u, u_stride, w->ln_w, sv.mean, sv.rstd, d_a, D, du, du_stride, 0, g->ln_w,
+                                      g->ln_b, st));
+    m2_add_rows_kernel<<<m2_blocks((long)Bsz * D), M2_THREADS, 0, st>>>(Bsz, D, res, res_stride,
+                                                                        du + m2_last(s, du_stride), K * du_stride);
+    ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -240,7 +240,9 @@ void st_model_forward(st_model *m, int n, const real *X, int x_stride, real *log
     if (tr) st_trace_fwd(tr, ST_TK_W_IN_OUT, 0, m->u[0], rows, D, us);
     for (int l = 0; l < d->L; l++) {
         st_mamba2_forward(d, n, &m->mix_w[l], m->u[l], us, m->u[l + 1], us, m->mix_saved[l], m->work);
-        if (tr) st_trace_fwd(tr, ST_TK_MIX_OUT, l, m->u[l + 1], rows, D, us);
+        /* u_L's label is its last rows: what the heads read, and all the GPU's tail computes */
+        if (tr && l == d->L - 1) st_trace_fwd(tr, ST_TK_MIX_OUT, l, m->u[l + 1] + (size_t)(K - 1) * us, n, D, K * us);
+        else if (tr) st_trace_fwd(tr, ST_TK_MIX_OUT, l, m->u[l + 1], rows, D, us);
     }
     st_heads_forward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * us, K * us,
                      X + (size_t)(K - 1) * x_stride + F, K * x_stride, &m->heads_w, logits, logits_stride, value,

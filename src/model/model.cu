@@ -1,7 +1,8 @@
 /* model.cu: the whole model on the GPU (cuda/model_cuda.h), the composition
  * of model/model.c with the CUDA ops, step for step:
  *   forward:  v = VSN(X[:, 0:F], X[:, F:F+C]); vc = [v; c]; u0 = w_in(vc);
- *             u_{l+1} = Mamba2_l(u_l); logits, value = heads(u_L[K-1], c[K-1])
+ *             u_{l+1} = Mamba2_l(u_l); logits, value = heads(u_L[K-1], c[K-1]);
+ *             block L-1 as its last-row tail (st_cuda_model_set_last_row_tail)
  *   backward: du_L = 0 but the last rows (heads); Mamba2 blocks in reverse;
  *             dvc = w_in backward; VSN backward writes dX[:, 0:F] and dc;
  *             dc += dvc[:, Dv:] (the w_in path), then the heads' dc on the
@@ -291,6 +292,10 @@ struct md_input {
     int ctx_stride;
 };
 
+static int last_row_tail = 1;
+extern "C" void st_cuda_model_set_last_row_tail(int on) { last_row_tail = on != 0; }
+extern "C" int st_cuda_model_last_row_tail(void) { return last_row_tail; }
+
 /* The forward, the VSN's v through the bar table tab when it is given
  * (tab_row: each window row's table row; a description's feat_row), or
  * through the training table m->tt (its index built; a window's forward
@@ -335,9 +340,19 @@ static int model_forward(st_cuda_model *m, int n, const md_input &in, const floa
     MD_SCAN(ph, ST_TK_W_IN_IN, 0, m->vc, rows, vcw, vcw);
     ST_TRY(st_cuda_linear_forward(rows, vcw, D, m->vc, vcw, vw->w_in_w, vw->w_in_b, m->u[0], D, st));
     MD_SCAN(ph, ST_TK_W_IN_OUT, 0, m->u[0], rows, D, D);
+    m->tail_used = last_row_tail && st_cuda_mamba2_last_fits(d); /* else the full block: a window too long */
     for (int l = 0; l < d->L; l++) {
-        ST_TRY(st_cuda_mamba2_forward(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l], m->work, st));
-        MD_SCAN(ph, ST_TK_MIX_OUT, l, m->u[l + 1], rows, D, D);
+        if (l == d->L - 1 && m->tail_used)
+            ST_TRY(st_cuda_mamba2_forward_last(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l],
+                                               m->work, st));
+        else
+            ST_TRY(st_cuda_mamba2_forward(d, n, &vw->mix_w[l], m->u[l], D, m->u[l + 1], D, m->mix_saved[l], m->work,
+                                          st));
+        /* u_L's label is its last rows (what the heads read; all the tail writes) */
+        if (l == d->L - 1)
+            MD_SCAN(ph, ST_TK_MIX_OUT, l, m->u[l + 1] + (size_t)(K - 1) * D, n, D, (int64_t)K * D);
+        else
+            MD_SCAN(ph, ST_TK_MIX_OUT, l, m->u[l + 1], rows, D, D);
     }
     ST_TRY(st_cuda_heads_forward(n, D, C, d->Hh, d->A, m->u[d->L] + (size_t)(K - 1) * D, K * D, c_last, c_last_stride,
                                  &vw->heads_w, logits, logits_stride, value, m->heads_saved, st));
@@ -463,8 +478,12 @@ extern "C" int st_cuda_model_backward(st_cuda_model *m, const float *dlogits, in
     MD_SCAN(ST_PHASE_BWD, ST_TK_DU, d->L, du, rows, D, D);
     MD_SCAN(ST_PHASE_BWD, ST_TK_DC_HEAD, 0, m->dc_head, n, C, C);
     for (int l = d->L - 1; l >= 0; l--) {
-        ST_TRY(st_cuda_mamba2_backward(d, n, &vw->mix_w[l], m->u[l], D, m->mix_saved[l], du, D, du_next, D,
-                                       &vw->mix_g[l], m->work, st));
+        if (l == d->L - 1 && m->tail_used)
+            ST_TRY(st_cuda_mamba2_backward_last(d, n, &vw->mix_w[l], m->u[l], D, m->mix_saved[l], du, D, du_next, D,
+                                                &vw->mix_g[l], m->work, st));
+        else
+            ST_TRY(st_cuda_mamba2_backward(d, n, &vw->mix_w[l], m->u[l], D, m->mix_saved[l], du, D, du_next, D,
+                                           &vw->mix_g[l], m->work, st));
         MD_SCAN(ST_PHASE_BWD, ST_TK_DU, l, du_next, rows, D, D);
         float *t = du;
         du = du_next;

@@ -99,7 +99,7 @@ template <int J>
 static __global__ void __launch_bounds__(32 * ST_RMS_WARPS)
     rms_forward_regs_kernel(int rows, int n, const float *__restrict__ y, int y_stride, const float *__restrict__ z,
                             int z_stride, const float *__restrict__ w, float eps, float *__restrict__ out,
-                            int out_stride, float *__restrict__ rstd, unsigned vec) {
+                            int out_stride, float *__restrict__ rstd, int rstd_stride, unsigned vec) {
     long r = (long)blockIdx.x * ST_RMS_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return; /* whole warps leave together */
@@ -131,7 +131,7 @@ static __global__ void __launch_bounds__(32 * ST_RMS_WARPS)
             o[c] = (float)(g[j][c] * rs) * wv[c];
         store4(orow, lane + 32 * j, n, vec & ST_RMS_VOUT, o);
     }
-    if (lane == 0 && rstd) rstd[r] = (float)rs;
+    if (lane == 0 && rstd) rstd[(size_t)r * rstd_stride] = (float)rs;
 }
 
 /* The backward with the row in registers, a block per row split (rows
@@ -145,7 +145,7 @@ template <int J>
 static __global__ void __launch_bounds__(32 * ST_RMS_WARPS, J <= 2 ? 4 : 3)
     rms_backward_regs_kernel(int rows, int n, const float *__restrict__ y, int y_stride, const float *__restrict__ z,
                              int z_stride, const float *__restrict__ w, const float *__restrict__ rstd,
-                             const float *__restrict__ dout, int dout_stride, float *__restrict__ dy, int dy_stride,
+                             int rstd_stride, const float *__restrict__ dout, int dout_stride, float *__restrict__ dy, int dy_stride,
                              float *__restrict__ dz, int dz_stride, int splits, double *__restrict__ parts,
                              float *__restrict__ dw, unsigned vec) {
     __shared__ double acc[ST_RMS_WARPS][4][32 * J];
@@ -167,7 +167,7 @@ static __global__ void __launch_bounds__(32 * ST_RMS_WARPS, J <= 2 ? 4 : 3)
             load4(zr, lane + 32 * j, n, vec & ST_RMS_VZ, zv[j]);
             load4(gr, lane + 32 * j, n, vec & ST_RMS_VDOUT, gv[j]);
         }
-        double rs = rstd[r];
+        double rs = rstd[(size_t)r * rstd_stride];
         double m = 0; /* mean(dghat * ghat) */
 #pragma unroll
         for (int j = 0; j < J; j++) {
@@ -225,7 +225,8 @@ static __global__ void rms_dw_finish_kernel(int n, int splits, const double *__r
 }
 
 static __global__ void rms_forward_kernel(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
-                                          const float *w, float eps, float *out, int out_stride, float *rstd) {
+                                          const float *w, float eps, float *out, int out_stride, float *rstd,
+                                          int rstd_stride) {
     long r = (long)blockIdx.x * ST_RMS_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return; /* whole warps leave together */
@@ -242,7 +243,7 @@ static __global__ void rms_forward_kernel(int rows, int n, const float *y, int y
         float g = yr[i] * siluf_st(zr[i]);
         orow[i] = (float)(g * rs) * w[i];
     }
-    if (lane == 0 && rstd) rstd[r] = (float)rs;
+    if (lane == 0 && rstd) rstd[(size_t)r * rstd_stride] = (float)rs;
 }
 
 /* The register path's instance for rows of n <= ST_RMS_REG_COLS columns:
@@ -252,26 +253,35 @@ template <typename Kernel> static Kernel *of_width(int n, Kernel *k1, Kernel *k2
     return J <= 1 ? k1 : J == 2 ? k2 : J == 3 ? k3 : k4;
 }
 
-extern "C" int st_cuda_rmsnorm_gated_forward(int rows, int n, const float *y, int y_stride, const float *z,
-                                             int z_stride, const float *w, float eps, float *out, int out_stride,
-                                             float *rstd, void *stream) {
+extern "C" int st_cuda_rmsnorm_gated_forward_rs(int rows, int n, const float *y, int y_stride, const float *z,
+                                                int z_stride, const float *w, float eps, float *out, int out_stride,
+                                                float *rstd, int rstd_stride, void *stream) {
     if (rows <= 0 || n <= 0) return ST_OK;
     cudaStream_t s = (cudaStream_t)stream;
     dim3 grid(blocks_for(rows, ST_RMS_WARPS)), block(32 * ST_RMS_WARPS);
     unsigned vec = vec_bit(y, y_stride, n, ST_RMS_VY) | vec_bit(z, z_stride, n, ST_RMS_VZ) |
                    vec_bit(w, 0, n, ST_RMS_VW) | vec_bit(out, out_stride, n, ST_RMS_VOUT);
     if (n > ST_RMS_REG_COLS)
-        rms_forward_kernel<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd);
+        rms_forward_kernel<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd,
+                                                  rstd_stride);
     else
         of_width(n, rms_forward_regs_kernel<1>, rms_forward_regs_kernel<2>, rms_forward_regs_kernel<3>,
                  rms_forward_regs_kernel<4>)<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, eps, out,
-                                                                     out_stride, rstd, vec);
+                                                                     out_stride, rstd, rstd_stride, vec);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
 
+extern "C" int st_cuda_rmsnorm_gated_forward(int rows, int n, const float *y, int y_stride, const float *z,
+                                             int z_stride, const float *w, float eps, float *out, int out_stride,
+                                             float *rstd, void *stream) {
+    return st_cuda_rmsnorm_gated_forward_rs(rows, n, y, y_stride, z, z_stride, w, eps, out, out_stride, rstd, 1,
+                                            stream);
+}
+
 static __global__ void rms_backward_kernel(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
-                                           const float *w, const float *rstd, const float *dout, int dout_stride,
+                                           const float *w, const float *rstd, int rstd_stride, const float *dout,
+                                           int dout_stride,
                                            float *dy, int dy_stride, float *dz, int dz_stride) {
     long r = (long)blockIdx.x * ST_RMS_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
@@ -281,7 +291,7 @@ static __global__ void rms_backward_kernel(int rows, int n, const float *y, int 
     const float *gr = dout + (size_t)r * dout_stride;
     float *dyr = dy + (size_t)r * dy_stride;
     float *dzr = dz + (size_t)r * dz_stride;
-    double rs = rstd[r];
+    double rs = rstd[(size_t)r * rstd_stride];
     double m = 0; /* mean(dghat * ghat) */
     for (int i = lane; i < n; i += 32)
         m += (double)gr[i] * w[i] * ((double)(yr[i] * siluf_st(zr[i])) * rs);
@@ -298,8 +308,8 @@ static __global__ void rms_backward_kernel(int rows, int n, const float *y, int 
 /* dw[i] += sum_r dout[r, i] ghat[r, i]: ST_COL_TILE columns a block, row
  * lanes summing every ST_ROW_LANES-th row in double, lanes added in order. */
 static __global__ void rms_grad_w_kernel(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
-                                         const float *rstd, const float *dout, int dout_stride, int splits,
-                                         double *parts, float *dw) {
+                                         const float *rstd, int rstd_stride, const float *dout, int dout_stride,
+                                         int splits, double *parts, float *dw) {
     __shared__ double part[ST_ROW_LANES][ST_COL_TILE];
     int i = blockIdx.x * ST_COL_TILE + threadIdx.x;
     long r0, r1;
@@ -308,7 +318,7 @@ static __global__ void rms_grad_w_kernel(int rows, int n, const float *y, int y_
     if (i < n)
         for (long r = r0 + threadIdx.y; r < r1; r += ST_ROW_LANES) {
             float g = y[(size_t)r * y_stride + i] * siluf_st(z[(size_t)r * z_stride + i]);
-            float ghat = (float)((double)g * (double)rstd[r]); /* as the forward rounds it */
+            float ghat = (float)((double)g * (double)rstd[(size_t)r * rstd_stride]); /* as the forward rounds it */
             acc += (double)ghat * dout[(size_t)r * dout_stride + i];
         }
     part[threadIdx.y][threadIdx.x] = acc;
@@ -326,7 +336,7 @@ static __global__ void rms_grad_w_kernel(int rows, int n, const float *y, int y_
 /* The register path's backward: a block per row split; the splits' dw
  * partials added by rms_dw_finish_kernel. */
 static int rms_backward_regs(int rows, int n, const float *y, int y_stride, const float *z, int z_stride,
-                             const float *w, const float *rstd, const float *dout, int dout_stride, float *dy,
+                             const float *w, const float *rstd, int rstd_stride, const float *dout, int dout_stride, float *dy,
                              int dy_stride, float *dz, int dz_stride, float *dw, cudaStream_t s) {
     long want = (rows + ST_RMS_SPLIT_ROWS - 1) / ST_RMS_SPLIT_ROWS;
     st_rowsplit plan = {NULL, want < ST_RMS_MAX_SPLITS ? (int)want : ST_RMS_MAX_SPLITS};
@@ -336,7 +346,8 @@ static int rms_backward_regs(int rows, int n, const float *y, int y_stride, cons
                    vec_bit(dy, dy_stride, n, ST_RMS_VDY) | vec_bit(dz, dz_stride, n, ST_RMS_VDZ);
     dim3 grid((unsigned)plan.splits), block(32 * ST_RMS_WARPS);
     of_width(n, rms_backward_regs_kernel<1>, rms_backward_regs_kernel<2>, rms_backward_regs_kernel<3>,
-             rms_backward_regs_kernel<4>)<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd, dout,
+             rms_backward_regs_kernel<4>)<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, w, rstd,
+                                                                  rstd_stride, dout,
                                                                   dout_stride, dy, dy_stride, dz, dz_stride,
                                                                   plan.splits, plan.parts, dw, vec);
     ST_CUDA_LAUNCHED();
@@ -347,26 +358,34 @@ static int rms_backward_regs(int rows, int n, const float *y, int y_stride, cons
     return ST_OK;
 }
 
-extern "C" int st_cuda_rmsnorm_gated_backward(int rows, int n, const float *y, int y_stride, const float *z,
-                                              int z_stride, const float *w, const float *rstd, const float *dout,
-                                              int dout_stride, float *dy, int dy_stride, float *dz, int dz_stride,
-                                              float *dw, void *stream) {
+extern "C" int st_cuda_rmsnorm_gated_backward_rs(int rows, int n, const float *y, int y_stride, const float *z,
+                                                 int z_stride, const float *w, const float *rstd, int rstd_stride,
+                                                 const float *dout, int dout_stride, float *dy, int dy_stride,
+                                                 float *dz, int dz_stride, float *dw, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     if (rows <= 0 || n <= 0) return ST_OK;
     if (n <= ST_RMS_REG_COLS)
-        return rms_backward_regs(rows, n, y, y_stride, z, z_stride, w, rstd, dout, dout_stride, dy, dy_stride, dz,
-                                 dz_stride, dw, s);
+        return rms_backward_regs(rows, n, y, y_stride, z, z_stride, w, rstd, rstd_stride, dout, dout_stride, dy,
+                                 dy_stride, dz, dz_stride, dw, s);
     rms_backward_kernel<<<blocks_for(rows, ST_RMS_WARPS), 32 * ST_RMS_WARPS, 0, s>>>(
-        rows, n, y, y_stride, z, z_stride, w, rstd, dout, dout_stride, dy, dy_stride, dz, dz_stride);
+        rows, n, y, y_stride, z, z_stride, w, rstd, rstd_stride, dout, dout_stride, dy, dy_stride, dz, dz_stride);
     ST_CUDA_LAUNCHED();
     if (dw) {
         st_rowsplit plan;
         ST_TRY(st_cuda_rowsplit_plan(rows, n, stream, &plan));
         dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(n, ST_COL_TILE), (unsigned)plan.splits);
-        rms_grad_w_kernel<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, rstd, dout, dout_stride,
-                                                 plan.splits, plan.parts, dw);
+        rms_grad_w_kernel<<<grid, block, 0, s>>>(rows, n, y, y_stride, z, z_stride, rstd, rstd_stride, dout,
+                                                 dout_stride, plan.splits, plan.parts, dw);
         ST_CUDA_LAUNCHED();
         ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, n, plan.splits, dw, stream));
     }
     return ST_OK;
+}
+
+extern "C" int st_cuda_rmsnorm_gated_backward(int rows, int n, const float *y, int y_stride, const float *z,
+                                              int z_stride, const float *w, const float *rstd, const float *dout,
+                                              int dout_stride, float *dy, int dy_stride, float *dz, int dz_stride,
+                                              float *dw, void *stream) {
+    return st_cuda_rmsnorm_gated_backward_rs(rows, n, y, y_stride, z, z_stride, w, rstd, 1, dout, dout_stride, dy,
+                                             dy_stride, dz, dz_stride, dw, stream);
 }

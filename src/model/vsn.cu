@@ -1068,7 +1068,9 @@ struct vsn_input {
 /* The forward; v from the bar table tab (row tab_row[r] for row r) when
  * tab is given, else from the per-variable GRNs run here. With a training
  * bar index ix, tab is filled here first (its compact bars from their
- * first rows' s) and tab_row is ix->crow. */
+ * first rows' s) and v combined a compact bar at a time through the
+ * index's CSR (tab_row unused: the sums of the row kernel through
+ * ix->crow, the same bits). */
 static int vsn_forward(int rows, int F, int C, int Dv, const vsn_input &in, const struct st_vsn_weights_f32 *w,
                        const st_vsn_bar_index *ix, float *tab, const int *tab_row, float *v, int v_stride, float *alpha,
                        int alpha_stride, float *saved, float *work, cudaStream_t st) {
@@ -1088,7 +1090,8 @@ static int vsn_forward(int rows, int F, int C, int Dv, const vsn_input &in, cons
     if (ix) {
         ST_TRY(st_cuda_vsn_table_fill_rows(ix->cap < rows ? ix->cap : rows, ix->count, ix->first, F, Dv, wk.s, F, w,
                                            &wk.fo, tab, st));
-        tab_row = ix->crow;
+        /* the rows a bar at a time (each table row read once); the bits of the row kernel below */
+        return st_cuda_vsn_train_table_combine(ix, rows, F, Dv, tab, sv.alpha, F, v, v_stride, st);
     }
     if (tab) return st_cuda_vsn_table_combine(rows, F, Dv, sv.alpha, F, tab, tab_row, v, v_stride, st);
     /* the per-variable GRNs and the combine: one register-tiled kernel where Dv fits it

@@ -473,7 +473,7 @@ static __global__ void bwd_finish_kernel(int F, int Dv, int splits, const double
 
 /* A thread a row: dlog_j = alpha_j (dalpha_j - sum_i alpha_i dalpha_i),
  * dlog_kernel's expressions (dalpha_j rounded to float in the first term
- * only). */
+ * only). The fallback of bwd_dlog_tile_kernel (F too wide for its tile). */
 static __global__ void bwd_dlog_kernel(int rows, int F, const double *dad, const float *alpha, int alpha_stride,
                                        float *dlog) {
     GRID_LOOP(r, (size_t)rows) {
@@ -483,6 +483,48 @@ static __global__ void bwd_dlog_kernel(int rows, int F, const double *dad, const
             dot += (double)al[j] * dad[(size_t)j * rows + r];
         for (int j = 0; j < F; j++)
             dlog[r * (size_t)F + j] = (float)((double)al[j] * ((double)(float)dad[(size_t)j * rows + r] - dot));
+    }
+}
+
+/* bwd_dlog_kernel's rows, a warp a tile of 32: the tile's alpha rows come
+ * in coalesced (lanes over a row's columns) to shared memory, thread i runs
+ * row i's two loops exactly as bwd_dlog_kernel (dad [F][rows] is coalesced
+ * across the 32 rows already) writing dlog over its alpha in place, and the
+ * tile goes out coalesced. A thread a row reading and writing [rows, F]
+ * directly touched 32 sectors a request (bench/notes-tt-kernels.md). The
+ * same expressions in the same order: the same bits. Row stride in shared
+ * memory F | 1 (odd: row i, column j in bank (i (F | 1) + j) mod 32, a
+ * different bank for each of the 32 rows). */
+#define DLOG_WARPS 4
+static __host__ __device__ int dlog_ld(int F) { return F | 1; }
+static __global__ void __launch_bounds__(DLOG_WARPS * 32)
+    bwd_dlog_tile_kernel(int rows, int F, const double *dad, const float *alpha, int alpha_stride, float *dlog) {
+    extern __shared__ float dlog_smem[];
+    const int lane = threadIdx.x % 32, ld = dlog_ld(F);
+    float *tile = dlog_smem + (size_t)(threadIdx.x / 32) * 32 * ld;
+    const size_t ntiles = ((size_t)rows + 31) / 32;
+    for (size_t tl = (size_t)blockIdx.x * DLOG_WARPS + threadIdx.x / 32; tl < ntiles;
+         tl += (size_t)gridDim.x * DLOG_WARPS) {
+        const size_t r0 = tl * 32;
+        const int n = (size_t)rows - r0 < 32 ? (int)((size_t)rows - r0) : 32;
+        for (int i = 0; i < n; i++)
+            for (int j = lane; j < F; j += 32)
+                tile[i * ld + j] = alpha[(r0 + i) * (size_t)alpha_stride + j];
+        __syncwarp();
+        if (lane < n) {
+            const size_t r = r0 + lane;
+            float *al = tile + lane * ld;
+            double dot = 0;
+            for (int j = 0; j < F; j++)
+                dot += (double)al[j] * dad[(size_t)j * rows + r];
+            for (int j = 0; j < F; j++)
+                al[j] = (float)((double)al[j] * ((double)(float)dad[(size_t)j * rows + r] - dot));
+        }
+        __syncwarp();
+        for (int i = 0; i < n; i++)
+            for (int j = lane; j < F; j += 32)
+                dlog[(r0 + i) * (size_t)F + j] = tile[i * ld + j];
+        __syncwarp(); /* the tile is rewritten by the next round */
     }
 }
 
@@ -621,8 +663,17 @@ extern "C" int st_cuda_vsn_backward_fused_table(int cap, const int *nrows, const
 extern "C" int st_cuda_vsn_backward_fused_dlog(int rows, int F, const double *dad, const float *alpha,
                                                int alpha_stride, float *dlog, void *stream) {
     if (rows <= 0) return ST_OK;
-    bwd_dlog_kernel<<<blocks_of((size_t)rows), 256, 0, (cudaStream_t)stream>>>(rows, F, dad, alpha, alpha_stride,
-                                                                              dlog);
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t bytes = sizeof(float) * DLOG_WARPS * 32 * (size_t)dlog_ld(F);
+    if (bytes <= 49152) { /* F <= 95: no opt-in needed */
+        const size_t tiles = ((size_t)rows + 31) / 32;
+        size_t blocks = (tiles + DLOG_WARPS - 1) / DLOG_WARPS;
+        if (blocks > (1u << 30)) blocks = 1u << 30;
+        bwd_dlog_tile_kernel<<<(unsigned)blocks, DLOG_WARPS * 32, bytes, st>>>(rows, F, dad, alpha, alpha_stride,
+                                                                             dlog);
+    } else {
+        bwd_dlog_kernel<<<blocks_of((size_t)rows), 256, 0, st>>>(rows, F, dad, alpha, alpha_stride, dlog);
+    }
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -71,6 +71,7 @@
  * order in double for each window row from its bar's table row: the
  * combine above, term for term, so v has the one-pass kernel's bits. */
 #include <cuda_pipeline.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cuda/check.h"
@@ -354,7 +355,8 @@ extern "C" int st_cuda_vsn_table_fill_rows(int cap, const int *nrows, const int 
 /* A warp per row, lane c < Dv its column (Dv <= 32): acc += alpha[r, j]
  * t[j][c] over j in order, in double, as vsn_fused_kernel's combine; the
  * warp reads alpha[r, j] (one address) and Dv contiguous floats of the
- * table a variable. */
+ * table a variable. The fallback of table_combine4_kernel (a Dv it has no
+ * lane layout for, or a table not 16-byte aligned). */
 static __global__ void table_combine_kernel(int rows, int F, int Dv, const float *alpha, int alpha_stride,
                                             const float *tab, const int *tab_row, float *v, int v_stride) {
     const int lane = threadIdx.x % 32;
@@ -368,15 +370,88 @@ static __global__ void table_combine_kernel(int rows, int F, int Dv, const float
     }
 }
 
+/* The same sums with DV / 4 lanes a row (32 / (DV / 4) rows a warp), lane
+ * q owning columns 4q..4q+3 through one float4 of each t_j; the variables
+ * in blocks of TC_UNROLL whose loads all issue before their DFMAs. The old
+ * kernel kept ~4 loads of 4 bytes a lane in flight (2.5 TB/s measured on
+ * the 5 KB table rows it gathers); this keeps 8 of 16 bytes, and converts
+ * alpha 8 times a row, not 32 (bench/notes-tt-kernels.md). Per column the
+ * same exact products alpha_j t_j (float x float is exact in double) added
+ * in the same order j = 0..F-1 to the same double: the same bits. */
+#define TC_UNROLL 8
+template <int DV>
+static __global__ void __launch_bounds__(256) table_combine4_kernel(int rows, int F, const float *alpha, int alpha_stride,
+                                                                     const float *tab, const int *tab_row, float *v,
+                                                                     int v_stride) {
+    constexpr int LPR = DV / 4, RPW = 32 / LPR;
+    static_assert(DV % 4 == 0 && 32 % LPR == 0, "a row's lanes must tile the warp");
+    const int lane = threadIdx.x % 32, q = lane % LPR;
+    const size_t warp = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const size_t step = (size_t)gridDim.x * blockDim.x / 32 * RPW;
+    for (size_t r = warp * RPW + lane / LPR; r < (size_t)rows; r += step) {
+        const float4 *t = reinterpret_cast<const float4 *>(tab) + (size_t)tab_row[r] * (size_t)F * LPR + q;
+        const float *al = alpha + r * (size_t)alpha_stride;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        int j = 0;
+        for (; j + TC_UNROLL <= F; j += TC_UNROLL) {
+            float4 tv[TC_UNROLL];
+            float ak[TC_UNROLL];
+#pragma unroll
+            for (int k = 0; k < TC_UNROLL; k++) {
+                tv[k] = __ldg(t + (size_t)(j + k) * LPR);
+                ak[k] = al[j + k];
+            }
+#pragma unroll
+            for (int k = 0; k < TC_UNROLL; k++) {
+                const double a = (double)ak[k];
+                a0 += a * (double)tv[k].x;
+                a1 += a * (double)tv[k].y;
+                a2 += a * (double)tv[k].z;
+                a3 += a * (double)tv[k].w;
+            }
+        }
+        for (; j < F; j++) {
+            const float4 tv = __ldg(t + (size_t)j * LPR);
+            const double a = (double)al[j];
+            a0 += a * (double)tv.x;
+            a1 += a * (double)tv.y;
+            a2 += a * (double)tv.z;
+            a3 += a * (double)tv.w;
+        }
+        float *o = v + r * (size_t)v_stride + 4 * q;
+        o[0] = (float)a0, o[1] = (float)a1, o[2] = (float)a2, o[3] = (float)a3;
+    }
+}
+
+template <int DV>
+static int combine4_launch(int rows, int F, const float *alpha, int alpha_stride, const float *tab, const int *tab_row,
+                           float *v, int v_stride, cudaStream_t st) {
+    const size_t per_block = 256 / 32 * (32 / (DV / 4));
+    size_t blocks = ((size_t)rows + per_block - 1) / per_block;
+    if (blocks > (1u << 30)) blocks = 1u << 30;
+    table_combine4_kernel<DV><<<(unsigned)blocks, 256, 0, st>>>(rows, F, alpha, alpha_stride, tab, tab_row, v,
+                                                                 v_stride);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
 extern "C" int st_cuda_vsn_table_combine(int rows, int F, int Dv, const float *alpha, int alpha_stride,
                                          const float *tab, const int *tab_row, float *v, int v_stride, void *stream) {
     ST_REQUIRE(Dv > 0 && Dv <= 32 && F > 0, ST_ERR_INPUT, "VSN bar table combine: bad sizes F=%d Dv=%d", F, Dv);
     if (rows <= 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    /* the float4 kernel where its lane layout exists and the table rows are 16-byte aligned (Dv a
+     * multiple of 4 keeps every t_j's start aligned once the base is) */
+    if (((uintptr_t)tab & 15) == 0) {
+        if (Dv == 32) return combine4_launch<32>(rows, F, alpha, alpha_stride, tab, tab_row, v, v_stride, st);
+        if (Dv == 16) return combine4_launch<16>(rows, F, alpha, alpha_stride, tab, tab_row, v, v_stride, st);
+        if (Dv == 8) return combine4_launch<8>(rows, F, alpha, alpha_stride, tab, tab_row, v, v_stride, st);
+    }
     const int threads = 256;
     size_t blocks = ((size_t)rows + threads / 32 - 1) / (threads / 32);
     if (blocks > (1u << 30)) blocks = 1u << 30;
-    table_combine_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(rows, F, Dv, alpha, alpha_stride, tab,
-                                                                                 tab_row, v, v_stride);
+    table_combine_kernel<<<(unsigned)blocks, threads, 0, st>>>(rows, F, Dv, alpha, alpha_stride, tab, tab_row, v,
+                                                               v_stride);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }

@@ -146,7 +146,10 @@ static int add_forward(builder *b, st_trace_phase ph, const st_dims *d, int n, i
     for (int l = 0; l < d->L; l++) {
         char nm[32];
         snprintf(nm, sizeof nm, "mix%d_out", l);
-        ST_TRY(add_rows(b, ph, ST_TK_MIX_OUT, l, nm, n, K, D, D + pad, "d"));
+        if (l == d->L - 1) /* u_L: its last rows, all the heads read (and all the GPU's tail writes) */
+            ST_TRY(add(b, ph, ST_TK_MIX_OUT, l, nm, shp2(n, D, "b", "d"), n, D, (int64_t)K * (D + pad), 0, 0));
+        else
+            ST_TRY(add_rows(b, ph, ST_TK_MIX_OUT, l, nm, n, K, D, D + pad, "d"));
     }
     ST_TRY(add(b, ph, ST_TK_LOGITS, 0, "logits", shp2(n, d->A, "b", "a"), n, d->A, d->A, 0, 0));
     return add(b, ph, ST_TK_VALUE, 0, "value", shp1(n, "b"), 1, n, n, 0, 0);
@@ -180,15 +183,28 @@ static int add_vsn_saved(builder *b, const st_dims *d, int n) {
     return ST_OK;
 }
 
+/* The regions the last block's tail writes at the last rows only (the GPU's
+ * st_cuda_mamba2_forward_last): downstream of the SSD, per row. */
+static int tail_region(int i) {
+    return i == ST_MAMBA2_SAVED_SSD_Y || i == ST_MAMBA2_SAVED_GATED || i == ST_MAMBA2_SAVED_RMS_RSTD;
+}
+
 static int add_mix_saved(builder *b, const st_dims *d, int n, int l) {
     st_mamba2_region reg[ST_MAMBA2_SAVED_NREGIONS];
     st_mamba2_saved_layout(d, n, reg);
     for (int i = 0; i < ST_MAMBA2_SAVED_NREGIONS; i++) {
         char nm[48];
         snprintf(nm, sizeof nm, "mix%d_%s", l, reg[i].name);
-        shape_spec s = reg[i].cols == 1 ? shp2(n, d->K, "b", "k") : shp3(n, d->K, reg[i].cols, "b", "k", "col");
-        ST_TRY(add(b, ST_PHASE_SAVED, ST_TK_MIX_SAVED, l * ST_MAMBA2_SAVED_NREGIONS + i, nm, s, reg[i].rows,
-                   reg[i].cols, reg[i].stride, 0, reg[i].offset));
+        const st_mamba2_region *r = &reg[i];
+        if (l == d->L - 1 && tail_region(i)) { /* row K-1 of each window: n rows, K rows apart */
+            shape_spec s = r->cols == 1 ? shp1(n, "b") : shp2(n, r->cols, "b", "col");
+            ST_TRY(add(b, ST_PHASE_SAVED, ST_TK_MIX_SAVED, l * ST_MAMBA2_SAVED_NREGIONS + i, nm, s, n, r->cols,
+                       (int64_t)d->K * r->stride, 0, r->offset + (size_t)(d->K - 1) * (size_t)r->stride));
+            continue;
+        }
+        shape_spec s = r->cols == 1 ? shp2(n, d->K, "b", "k") : shp3(n, d->K, r->cols, "b", "k", "col");
+        ST_TRY(add(b, ST_PHASE_SAVED, ST_TK_MIX_SAVED, l * ST_MAMBA2_SAVED_NREGIONS + i, nm, s, r->rows, r->cols,
+                   r->stride, 0, r->offset));
     }
     return ST_OK;
 }

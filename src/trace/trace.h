@@ -78,7 +78,8 @@ typedef enum {
     ST_TK_VSN_ALPHA,   /* act/train: selection weights [n, K, F] */
     ST_TK_W_IN_IN,     /* act/train: [v; c] [n, K, Dv+C] */
     ST_TK_W_IN_OUT,    /* act/train: u_0 [n, K, D] */
-    ST_TK_MIX_OUT,     /* act/train: u_{l+1}, output of Mamba2 block l [n, K, D] */
+    ST_TK_MIX_OUT,     /* act/train: u_{l+1}, output of Mamba2 block l [n, K, D]; the last block's: its rows
+                        * K-1 [n, D] (what the heads read, all the GPU's last-row tail writes) */
     ST_TK_LOGITS,      /* act/train: [n, A] */
     ST_TK_VALUE,       /* act/train: [n] */
     ST_TK_LOGP,        /* act: log-probability of the sampled action [B] */

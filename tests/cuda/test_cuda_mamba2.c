@@ -14,7 +14,17 @@
  *  - in place (u_out = u, du = du_out) gives the out-of-place results;
  *  - two GPU runs give the same bits.
  * fp32 bounds of issue 6: forward 1e-5, gradients 1e-4 (both sides compute
- * in float with double reductions; errors seen are far below). Skips (77)
+ * in float with double reductions; errors seen are far below).
+ * The last block's tail (st_cuda_mamba2_forward_last / _backward_last)
+ * against the full GPU block on the same inputs, du_out zero but at the
+ * last rows (what the heads leave): u_out at rows K-1 and the tail's saved
+ * regions (ssd_y, gated, rms_rstd) at those rows within 1e-5 (the same
+ * math in fp32, the SSD unrolled instead of chunked and the products over
+ * n rows instead of n K: sums in other orders, ~1e-6); the saved regions
+ * before the SSD the same bits (the same kernels); u_out's other rows and
+ * those regions' still poisoned (never written), or u's values in place;
+ * du and every parameter gradient within 1e-4 (as against the CPU: the
+ * dt_bias and A_log sums cancel); two runs the same bits. Skips (77)
  * without a GPU. */
 #include <stdint.h>
 
@@ -93,10 +103,10 @@ static void make_params(m2_data *h, uint64_t seed) {
     }
 }
 
-/* One GPU forward + backward. In place: the forward writes over its input
- * u, the backward (which needs the input) reads a second copy, and du
- * overwrites du_out. */
-static void m2_gpu(const m2_case *c, const m2_data *h, m2_out *o) {
+/* One GPU forward + backward (tail: the last block's tail). In place: the
+ * forward writes over its input u, the backward (which needs the input)
+ * reads a second copy, and du overwrites du_out. */
+static void m2_gpu(const m2_case *c, const m2_data *h, m2_out *o, int tail) {
     const st_dims *d = &h->d;
     int R = h->R;
     float *u = dev_upload(h->u, (size_t)R * h->us), *u_bwd = u, *u_out;
@@ -113,13 +123,15 @@ static void m2_gpu(const m2_case *c, const m2_data *h, m2_out *o) {
         p[k] = dev_upload(h->p[k], h->cnt[k]), g[k] = dev_upload(h->g0[k], h->cnt[k]);
     st_cuda_mamba2_weights w = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
     st_cuda_mamba2_grads gr = {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9]};
-    int rc = st_cuda_mamba2_forward(d, h->Bsz, &w, u, h->us, u_out, h->uos, saved, work, NULL);
+    int rc = (tail ? st_cuda_mamba2_forward_last : st_cuda_mamba2_forward)(d, h->Bsz, &w, u, h->us, u_out, h->uos,
+                                                                           saved, work, NULL);
     CHECK(rc == ST_OK, "%s: forward: %s", c->name, st_last_error());
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: forward kernels failed: %s", c->name,
           cudaGetErrorString(cudaGetLastError()));
     o->u_out = dev_download_new(u_out, (size_t)R * h->uos);
     cudaMemset(work, 0xFF, sizeof(float) * h->nwork); /* nothing may carry over in work */
-    rc = st_cuda_mamba2_backward(d, h->Bsz, &w, u_bwd, h->us, saved, du_out, h->dos, du, h->dus, &gr, work, NULL);
+    rc = (tail ? st_cuda_mamba2_backward_last : st_cuda_mamba2_backward)(d, h->Bsz, &w, u_bwd, h->us, saved, du_out,
+                                                                         h->dos, du, h->dus, &gr, work, NULL);
     CHECK(rc == ST_OK, "%s: backward: %s", c->name, st_last_error());
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: backward kernels failed: %s", c->name,
           cudaGetErrorString(cudaGetLastError()));
@@ -194,7 +206,8 @@ static int m2_same(const m2_data *h, const m2_out *a, const m2_out *b) {
     return same;
 }
 
-static void m2_case_run(const m2_case *c, uint64_t seed, m2_out *keep) {
+/* The inputs of case c. */
+static void m2_setup(const m2_case *c, uint64_t seed, m2_data *hp) {
     m2_data h;
     memset(&h, 0, sizeof h);
     CHECK(st_dims_preset(c->preset, &h.d) == ST_OK, "%s: preset", c->name);
@@ -216,18 +229,98 @@ static void m2_case_run(const m2_case *c, uint64_t seed, m2_out *keep) {
            c->name, h.Bsz, h.d.K, h.D, st_d_inner(&h.d), h.d.headdim, st_heads(&h.d), h.d.N, h.d.G, h.d.W, h.d.Q, h.us,
            h.uos, h.dos, h.dus, c->inplace ? " (in place)" : "");
 
+    *hp = h;
+}
+
+static void m2_data_free(m2_data *h) {
+    free(h->u), free(h->du_out);
+    for (int k = 0; k < NP; k++)
+        free(h->p[k]), free(h->g0[k]);
+}
+
+static void m2_case_run(const m2_case *c, uint64_t seed, m2_out *keep) {
+    m2_data h;
+    m2_setup(c, seed, &h);
     m2_out cpu, gpu[2];
     m2_cpu(&h, &cpu);
-    m2_gpu(c, &h, &gpu[0]);
-    m2_gpu(c, &h, &gpu[1]);
+    m2_gpu(c, &h, &gpu[0], 0);
+    m2_gpu(c, &h, &gpu[1], 0);
     m2_compare(c, &h, &cpu, &gpu[0]);
     CHECK(m2_same(&h, &gpu[0], &gpu[1]), "%s: two GPU runs differ", c->name);
     m2_out_free(&cpu), m2_out_free(&gpu[1]);
     if (keep) *keep = gpu[0];
     else m2_out_free(&gpu[0]);
-    free(h.u), free(h.du_out);
-    for (int k = 0; k < NP; k++)
-        free(h.p[k]), free(h.g0[k]);
+    m2_data_free(&h);
+}
+
+/* Rows r % K != K-1 of a rows x cols block (row stride) that are not all poison. */
+static long m2_other_rows_written(const float *p, int rows, int K, int cols, int stride) {
+    long bad = 0;
+    for (int r = 0; r < rows; r++)
+        if (r % K != K - 1)
+            for (int c = 0; c < cols; c++)
+                bad += !is_poison(p[(size_t)r * stride + c]);
+    return bad;
+}
+
+/* The tail against the full block (both GPU), du_out zero but at the last rows. */
+static void m2_tail_run(const m2_case *c, uint64_t seed) {
+    m2_data h;
+    m2_setup(c, seed, &h);
+    const int K = h.d.K, n = h.Bsz, R = h.R, D = h.D;
+    for (int r = 0; r < R; r++)
+        if (r % K != K - 1) memset(h.du_out + (size_t)r * h.dos, 0, sizeof(float) * D);
+    m2_out full, tail[2];
+    m2_gpu(c, &h, &full, 0);
+    m2_gpu(c, &h, &tail[0], 1);
+    m2_gpu(c, &h, &tail[1], 1);
+    const m2_out *t = &tail[0];
+    char what[96];
+#define TAIL_PARITY(label, err, bound)                                                                                 \
+    do {                                                                                                               \
+        snprintf(what, sizeof what, "%s tail %s", c->name, (label));                                                   \
+        CHECK_PARITY(what, (err), (bound));                                                                            \
+    } while (0)
+    const size_t lu = (size_t)(K - 1) * h.uos;
+    TAIL_PARITY("u_out[K-1]", rel_err_rows(t->u_out + lu, K * h.uos, full.u_out + lu, K * h.uos, n, D), 1e-5);
+    long other = 0;
+    if (c->inplace) { /* u_out is u: its other rows keep u's values */
+        for (int r = 0; r < R; r++)
+            if (r % K != K - 1) other += !same_bits(t->u_out + (size_t)r * h.uos, h.u + (size_t)r * h.us, D);
+    } else {
+        other = m2_other_rows_written(t->u_out, R, K, D, h.uos);
+    }
+    CHECK(other == 0, "%s: the tail wrote %ld values of u_out outside rows K-1", c->name, other);
+    st_mamba2_region reg[ST_MAMBA2_SAVED_NREGIONS];
+    st_mamba2_saved_layout(&h.d, h.Bsz, reg);
+    for (int i = 0; i < ST_MAMBA2_SAVED_NREGIONS; i++) {
+        const st_mamba2_region *g = &reg[i];
+        const float *a = t->saved + g->offset, *b = full.saved + g->offset;
+        if (i == ST_MAMBA2_SAVED_SSD_Y || i == ST_MAMBA2_SAVED_GATED || i == ST_MAMBA2_SAVED_RMS_RSTD) {
+            const size_t l = (size_t)(K - 1) * g->stride;
+            char label[48];
+            snprintf(label, sizeof label, "saved %s[K-1]", g->name);
+            TAIL_PARITY(label, rel_err_rows(a + l, K * g->stride, b + l, K * g->stride, n, g->cols), 1e-5);
+            long w = m2_other_rows_written(a, g->rows, K, g->cols, g->stride);
+            CHECK(w == 0, "%s: the tail wrote %ld values of saved %s outside rows K-1", c->name, w, g->name);
+        } else {
+            CHECK(same_bits(a, b, (size_t)g->rows * g->stride), "%s: the tail's saved %s differs from the block's",
+                  c->name, g->name);
+        }
+    }
+    TAIL_PARITY("du", rel_err_rows(t->du, h.dus, full.du, h.dus, R, D), 1e-4);
+    for (int k = 0; k < NP; k++) {
+        char label[48];
+        snprintf(label, sizeof label, "d%s (+=)", PNAME[k]);
+        TAIL_PARITY(label, rel_err_added(t->g[k], full.g[k], h.g0[k], h.cnt[k]), 1e-4);
+    }
+#undef TAIL_PARITY
+    long gd = gap_written(t->du, R, D, h.dus), gu = gap_written(t->u_out, R, D, h.uos);
+    CHECK(gd == 0, "%s: the tail wrote %ld values into du's padding", c->name, gd);
+    CHECK(gu == 0, "%s: the tail wrote %ld values into u_out's padding (its 2-D copy, out_proj)", c->name, gu);
+    CHECK(m2_same(&h, &tail[0], &tail[1]), "%s: two tail runs differ", c->name);
+    m2_out_free(&full), m2_out_free(&tail[0]), m2_out_free(&tail[1]);
+    m2_data_free(&h);
 }
 #endif
 
@@ -269,6 +362,16 @@ int main(void) {
         same_g &= same_bits(a.g[k], b.g[k], cnt[k]);
     CHECK(same_g, "in place: parameter gradients differ from out of place");
     m2_out_free(&a), m2_out_free(&b);
+
+    /* the last block's tail against the full block */
+    const m2_case tails[] = {
+        {"tiny", "tiny", 3, 0, 0, 0},
+        {"odd padded", "odd", 3, 1, 0, 0},
+        {"default padded", "default", 4, 2, 0, 0},
+        {"tiny in place", "tiny", 2, 2, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
+        m2_tail_run(&tails[i], 6200 + i);
 #endif
     TEST_MAIN_END();
 }

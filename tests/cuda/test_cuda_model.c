@@ -37,6 +37,15 @@
  * distinct; two runs through the table give the same
  * bits; a second minibatch of other bars through the same index after the
  * first (the index and table rebuilt, no state carried).
+ * The last block's tail (case 10, md_tail_case; on by default, so cases
+ * 0-9 run it against the CPU's full block): forward + backward with
+ * st_cuda_model_set_last_row_tail(1) against (0) on the same inputs:
+ * fp32 logits and value within 1e-5, dX and every parameter gradient
+ * within 1e-4 (the same math, the SSD unrolled at the last rows instead of
+ * chunked, products over n rows instead of n K: fp32 sums in other
+ * orders); bf16 logits, value and the global gradient within 2e-2 (the
+ * full block's SSD runs in TF32 there, the tail's in fp32); two runs with
+ * the tail the same bits; the switch reads back.
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -48,6 +57,7 @@
 #include "cuda/cuda_test.h"
 #ifdef ST_HAVE_CUDA
 #include "cuda/linear_cuda.h"
+#include "cuda/mamba2_cuda.h" /* st_cuda_mamba2_last_fits */
 #include "cuda/model_cuda.h"
 #include "cuda/vsn_cuda.h"
 #include "cuda/window_cuda.h"
@@ -91,11 +101,14 @@ static void md_out_free(md_out *o) { free(o->logits), free(o->value), free(o->g)
 
 /* The initial parameters (st_params_init_f32) nudged by small noise, so that
  * zero-initialised biases and the 0.01-scaled policy output carry gradients
- * of ordinary size and every tensor is exercised. */
-static int md_setup(md_data *h, const char *name, const char *preset, int n, int pad, uint64_t seed) {
+ * of ordinary size and every tensor is exercised; K > 0 replaces the
+ * preset's window length. */
+static int md_setup_k(md_data *h, const char *name, const char *preset, int K, int n, int pad, uint64_t seed) {
     memset(h, 0, sizeof *h);
     h->name = name;
-    if (st_dims_preset(preset, &h->d) != ST_OK || st_param_table_build(&h->d, &h->t) != ST_OK) return 0;
+    if (st_dims_preset(preset, &h->d) != ST_OK) return 0;
+    if (K > 0) h->d.K = K;
+    if (st_param_table_build(&h->d, &h->t) != ST_OK) return 0;
     size_t P = h->t.total;
     h->n = n, h->rows = n * h->d.K, h->xs = h->d.F + h->d.C + pad;
     h->w = malloc(sizeof(float) * P);
@@ -109,6 +122,10 @@ static int md_setup(md_data *h, const char *name, const char *preset, int n, int
     h->dlogits = host_rows(n, h->d.A, h->d.A, 1.0f, seed, 4);
     h->dvalue = host_rows(1, n, n, 1.0f, seed, 5);
     return 1;
+}
+
+static int md_setup(md_data *h, const char *name, const char *preset, int n, int pad, uint64_t seed) {
+    return md_setup_k(h, name, preset, 0, n, pad, seed);
 }
 
 static void md_free(md_data *h) {
@@ -714,6 +731,68 @@ done:
     free(feat), free(ctx), free(bar_rows);
     md_free(&h);
 }
+
+/* Case 10: the last block's tail on against off (both GPU). */
+static void md_tail_case(const char *preset, int n, int bf16, uint64_t seed) {
+    md_data h;
+    char name[64];
+    snprintf(name, sizeof name, "tail on vs off: %s x%d%s", preset, n, bf16 ? " bf16" : "");
+    if (!md_setup(&h, name, preset, n, 2, seed)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    md_out on[2], off;
+    if (bf16) st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    st_cuda_model_set_last_row_tail(0);
+    CHECK(st_cuda_model_last_row_tail() == 0, "%s: the switch does not read back 0", name);
+    md_gpu(&h, 1, &off);
+    st_cuda_model_set_last_row_tail(1);
+    CHECK(st_cuda_model_last_row_tail() == 1, "%s: the switch does not read back 1", name);
+    md_gpu(&h, 1, &on[0]);
+    md_gpu(&h, 1, &on[1]);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    int A = h.d.A, F = h.d.F, C = h.d.C;
+    double fb = bf16 ? BF16_BOUND : 1e-5, gb = bf16 ? BF16_BOUND : 1e-4;
+    char what[112];
+    snprintf(what, sizeof what, "%s logits", name);
+    CHECK_PARITY(what, rel_err_rows(on[0].logits, A, off.logits, A, n, A), fb);
+    snprintf(what, sizeof what, "%s value", name);
+    CHECK_PARITY(what, rel_err(on[0].value, off.value, n), fb);
+    snprintf(what, sizeof what, "%s dX snapshot", name);
+    CHECK_PARITY(what, rel_err_rows(on[0].dX, h.xs, off.dX, h.xs, h.rows, F), gb);
+    snprintf(what, sizeof what, "%s dX context", name);
+    CHECK_PARITY(what, rel_err_rows(on[0].dX + F, h.xs, off.dX + F, h.xs, h.rows, C), gb);
+    if (bf16) {
+        snprintf(what, sizeof what, "%s all grads", name);
+        CHECK_PARITY(what, rel_err_added(on[0].g, off.g, h.g0, h.t.total), gb);
+    } else {
+        md_check_grads(&h, &off, &on[0]);
+    }
+    CHECK(md_same(&h, &on[0], &on[1], 1), "%s: two runs with the tail differ", name);
+    md_out_free(&on[0]), md_out_free(&on[1]), md_out_free(&off);
+    md_free(&h);
+}
+
+/* Case 10: a window too long for the tail's shared memory (tiny at K =
+ * 4096: 352 KiB a window) runs the full block with the switch on: no
+ * error, the bits of the switch off. */
+static void md_tail_too_long_case(uint64_t seed) {
+    md_data h;
+    const char *name = "tail on, window too long for it: tiny K=4096 x2";
+    if (!md_setup_k(&h, name, "tiny", 4096, 2, 0, seed)) {
+        CHECK(0, "%s: setup: %s", name, st_last_error());
+        return;
+    }
+    CHECK(!st_cuda_mamba2_last_fits(&h.d), "%s: the tail claims to fit", name);
+    md_out on, off;
+    st_cuda_model_set_last_row_tail(0);
+    md_gpu(&h, 1, &off);
+    st_cuda_model_set_last_row_tail(1);
+    md_gpu(&h, 1, &on);
+    CHECK(md_same(&h, &on, &off, 1), "%s: the switch on differs from off (the full block should have run)", name);
+    md_out_free(&on), md_out_free(&off);
+    md_free(&h);
+}
 #endif
 
 int main(void) {
@@ -750,6 +829,13 @@ int main(void) {
         md_train_table_case("default", 12, 300, 1, 1, 7304);
         md_train_table_case("odd", 3, 120, 1, 0, 7305);
         md_train_table_case("tiny", 6, 32, 1, 0, 7306); /* bars = K: every window the same K bars (6 rows a bar) */
+    }
+    if (test_part(10)) { /* case 10: the last block's tail on against off */
+        md_tail_case("tiny", 5, 0, 7400);
+        md_tail_case("default", 6, 0, 7401);
+        md_tail_case("odd", 64, 0, 7402);
+        md_tail_case("default", 6, 1, 7403);
+        md_tail_too_long_case(7404);
     }
 #endif
     TEST_MAIN_END();

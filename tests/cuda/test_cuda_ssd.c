@@ -61,7 +61,16 @@
  * the strides' bit-identity compares the two; it forms the chunk's decays
  * by a scan in 32-row segments, so the cases take L = 32 (one segment),
  * L = 64 (two, with a carry: 2 chunks of 64 rows, also in quick mode) and
- * outside quick mode L = 16 (part of one). */
+ * outside quick mode L = 16 (part of one).
+ * Case 13: the last-row op (cuda/ssd_last_row_cuda.h) against the CPU
+ * float64 reference st_ssd_last_row_* (itself checked against the
+ * recurrence by tests/model/test_ssd.c): fresh inputs, x, B, C in one
+ * padded xBC row, dx, dB, dC in one padded dxBC row, y, dy, dt, ddt
+ * padded, every gap NaN and every output poisoned; y <= 1e-5, gradients
+ * <= 1e-4 (dA, dD as increments: they are added to), the padding kept,
+ * two runs bit-identical; the default shape, H/G > 1 with G > 1, an odd
+ * shape at K = 37, and K = 1024 (shared memory past the 48 KiB default).
+ * Sizes it cannot take come back as ST_ERR_INPUT. */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -74,6 +83,7 @@
 #ifdef ST_HAVE_CUDA
 #include "cuda/linear_cuda.h"
 #include "cuda/ssd_cuda.h"
+#include "cuda/ssd_last_row_cuda.h"
 
 #define FWD_BOUND 1e-5
 #define GRAD_BOUND 1e-4
@@ -90,6 +100,16 @@ void st_ssd_backward_sequential_f64(int Bsz, int K, int H, int P, int G, int N, 
                                     const double *Cm, int C_stride, const double *Dskip, const double *dy,
                                     int dy_stride, double *dx, int dx_stride, double *ddt, int ddt_stride, double *dA,
                                     double *dB, int dB_stride, double *dC, int dC_stride, double *dD, double *work);
+
+size_t st_ssd_last_row_work_count_f64(int Bsz, int K, int H);
+void st_ssd_last_row_forward_f64(int Bsz, int K, int H, int P, int G, int N, const double *x, int x_stride,
+                                 const double *dt, int dt_stride, const double *A, const double *Bm, int B_stride,
+                                 const double *Cm, int C_stride, const double *Dskip, double *y, int y_stride);
+void st_ssd_last_row_backward_f64(int Bsz, int K, int H, int P, int G, int N, const double *x, int x_stride,
+                                  const double *dt, int dt_stride, const double *A, const double *Bm, int B_stride,
+                                  const double *Cm, int C_stride, const double *Dskip, const double *dy,
+                                  int dy_stride, double *dx, int dx_stride, double *ddt, int ddt_stride, double *dA,
+                                  double *dB, int dB_stride, double *dC, int dC_stride, double *dD, double *work);
 
 /* One problem: contiguous host inputs of Bsz windows of K rows, and the
  * starting values of the accumulated gradients dA, dD. */
@@ -263,32 +283,43 @@ static strides strides_of(const problem *pb, int padded) {
 
 /* Forward + backward on the device; inputs and outputs laid out as `padded`
  * says (x, B, C always share the xBC row: at padded == 0 its stride is just
- * W, which is still not any one tensor's width). Returns 0 on success;
- * *pad_ok says whether output padding kept its poison. */
-static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok) {
-    long R = rows_of(pb);
+ * W, which is still not any one tensor's width). With dy_last (Bsz rows of
+ * HP), the last-row op (case 13) instead of the chunked one: y and dy one
+ * row a window. Returns 0 on success; *pad_ok says whether output padding
+ * kept its poison. */
+static int gpu_run_op(const problem *pb, int Q, int padded, const float *dy_last, result *r, int *pad_ok) {
+    long R = rows_of(pb), Ry = dy_last ? pb->Bsz : R; /* rows of y and dy */
     int H = pb->H, HP = H * pb->P, GN = pb->G * pb->N, W = HP + 2 * GN;
     strides s = strides_of(pb, padded);
-    float *h_xbc = nan_buffer(R * s.xbc_s), *h_dt = nan_buffer(R * s.dt_s), *h_dy = nan_buffer(R * s.dy_s);
+    float *h_xbc = nan_buffer(R * s.xbc_s), *h_dt = nan_buffer(R * s.dt_s), *h_dy = nan_buffer(Ry * s.dy_s);
     put_rows(h_xbc, s.xbc_s, pb->x, R, HP);
     put_rows(h_xbc + HP, s.xbc_s, pb->B, R, GN);
     put_rows(h_xbc + HP + GN, s.xbc_s, pb->C, R, GN);
     put_rows(h_dt, s.dt_s, pb->dt, R, H);
-    put_rows(h_dy, s.dy_s, pb->dy, R, HP);
-    size_t nwork = st_cuda_ssd_work_count(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q);
+    put_rows(h_dy, s.dy_s, dy_last ? dy_last : pb->dy, Ry, HP);
+    size_t nwork = dy_last ? st_cuda_ssd_last_row_work_count(pb->Bsz, pb->K, H)
+                           : st_cuda_ssd_work_count(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q);
     float *xbc = dev_upload(h_xbc, (size_t)(R * s.xbc_s)), *dt = dev_upload(h_dt, (size_t)(R * s.dt_s));
-    float *dy = dev_upload(h_dy, (size_t)(R * s.dy_s)), *A = dev_upload(pb->A, (size_t)H);
+    float *dy = dev_upload(h_dy, (size_t)(Ry * s.dy_s)), *A = dev_upload(pb->A, (size_t)H);
     float *D = dev_upload(pb->D, (size_t)H), *dA = dev_upload(pb->dA0, (size_t)H), *dD = dev_upload(pb->dD0, (size_t)H);
-    float *y = dev_poisoned((size_t)(R * s.y_s)), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
+    float *y = dev_poisoned((size_t)(Ry * s.y_s)), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
     float *ddt = dev_poisoned((size_t)(R * s.ddt_s)), *work = dev_poisoned(nwork);
     int rc = ST_OK;
     if (!xbc || !dt || !dy || !A || !D || !dA || !dD || !y || !dxbc || !ddt || !work) rc = ST_ERR_DEVICE;
-    if (rc == ST_OK)
+    if (rc == ST_OK && dy_last)
+        rc = st_cuda_ssd_last_row_forward(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A,
+                                          xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, NULL);
+    else if (rc == ST_OK)
         rc = st_cuda_ssd_forward_chunked(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q, xbc, s.xbc_s, dt, s.dt_s, A,
                                          xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, work, NULL);
     /* Poison the work again: the backward must not rely on the forward's. */
     if (rc == ST_OK) cudaMemset(work, 0xFF, sizeof(float) * (nwork ? nwork : 1));
-    if (rc == ST_OK)
+    if (rc == ST_OK && dy_last)
+        rc = st_cuda_ssd_last_row_backward(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A,
+                                           xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, dy, s.dy_s, dxbc, s.dxbc_s,
+                                           ddt, s.ddt_s, dA, dxbc + HP, s.dxbc_s, dxbc + HP + GN, s.dxbc_s, dD, work,
+                                           NULL);
+    else if (rc == ST_OK)
         rc = st_cuda_ssd_backward_chunked(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q, xbc, s.xbc_s, dt, s.dt_s, A,
                                           xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, dy, s.dy_s, dxbc, s.dxbc_s, ddt,
                                           s.ddt_s, dA, dxbc + HP, s.dxbc_s, dxbc + HP + GN, s.dxbc_s, dD, work, NULL);
@@ -296,18 +327,18 @@ static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok)
     if (rc != ST_OK) fprintf(stderr, "GPU SSD call failed: %s\n", st_last_error());
     if (e != cudaSuccess) fprintf(stderr, "GPU SSD kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
     if (rc == ST_OK) {
-        float *h_y = alloc_f(R * s.y_s), *h_dxbc = alloc_f(R * s.dxbc_s), *h_ddt = alloc_f(R * s.ddt_s);
-        dev_download(h_y, y, (size_t)(R * s.y_s));
+        float *h_y = alloc_f(Ry * s.y_s), *h_dxbc = alloc_f(R * s.dxbc_s), *h_ddt = alloc_f(R * s.ddt_s);
+        dev_download(h_y, y, (size_t)(Ry * s.y_s));
         dev_download(h_dxbc, dxbc, (size_t)(R * s.dxbc_s));
         dev_download(h_ddt, ddt, (size_t)(R * s.ddt_s));
         dev_download(r->dA, dA, (size_t)H);
         dev_download(r->dD, dD, (size_t)H);
-        get_rows(r->y, h_y, s.y_s, R, HP);
+        get_rows(r->y, h_y, s.y_s, Ry, HP);
         get_rows(r->dx, h_dxbc, s.dxbc_s, R, HP);
         get_rows(r->dB, h_dxbc + HP, s.dxbc_s, R, GN);
         get_rows(r->dC, h_dxbc + HP + GN, s.dxbc_s, R, GN);
         get_rows(r->ddt, h_ddt, s.ddt_s, R, H);
-        *pad_ok = padding_untouched(h_y, R, HP, s.y_s) && padding_untouched(h_dxbc, R, W, s.dxbc_s) &&
+        *pad_ok = padding_untouched(h_y, Ry, HP, s.y_s) && padding_untouched(h_dxbc, R, W, s.dxbc_s) &&
                   padding_untouched(h_ddt, R, H, s.ddt_s);
         free(h_y), free(h_dxbc), free(h_ddt);
     }
@@ -315,6 +346,10 @@ static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok)
     dev_free(y), dev_free(dxbc), dev_free(ddt), dev_free(work);
     free(h_xbc), free(h_dt), free(h_dy);
     return rc;
+}
+
+static int gpu_run(const problem *pb, int Q, int padded, result *r, int *pad_ok) {
+    return gpu_run_op(pb, Q, padded, NULL, r, pad_ok);
 }
 
 /* ---- comparisons ----------------------------------------------------------- */
@@ -761,6 +796,98 @@ static void test_scan_bwd_tc(const char *label, int Bsz, int K, int H, int P, in
     free_result(&cpu), free_result(&oracle), free_problem(&pb);
 }
 
+
+/* ---- case 13: the last row only --------------------------------------------- */
+
+/* norm(a - b) / norm(b) over n values (Inf when a holds a non-finite value). */
+static double lr_err(const float *a, const float *b, long n) {
+    double d2 = 0, r2 = 0;
+    for (long i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r2 += (double)b[i] * b[i];
+    }
+    return r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+}
+
+/* The CPU float64 reference on the same (float) inputs, rounded once. */
+static void cpu_last_row(const problem *pb, const float *dy_last, result *r) {
+    long R = rows_of(pb);
+    int Bsz = pb->Bsz, H = pb->H, HP = H * pb->P, GN = pb->G * pb->N;
+    double *x = to_d(pb->x, R * HP), *dt = to_d(pb->dt, R * H), *A = to_d(pb->A, H), *B = to_d(pb->B, R * GN);
+    double *C = to_d(pb->C, R * GN), *D = to_d(pb->D, H), *dy = to_d(dy_last, (long)Bsz * HP);
+    double *y = alloc_d((long)Bsz * HP), *dx = alloc_d(R * HP), *ddt = alloc_d(R * H);
+    double *dB = alloc_d(R * GN), *dC = alloc_d(R * GN), *dA = to_d(pb->dA0, H), *dD = to_d(pb->dD0, H);
+    double *work = alloc_d((long)st_ssd_last_row_work_count_f64(Bsz, pb->K, H));
+    st_ssd_last_row_forward_f64(Bsz, pb->K, H, pb->P, pb->G, pb->N, x, HP, dt, H, A, B, GN, C, GN, D, y, HP);
+    st_ssd_last_row_backward_f64(Bsz, pb->K, H, pb->P, pb->G, pb->N, x, HP, dt, H, A, B, GN, C, GN, D, dy, HP, dx, HP,
+                                 ddt, H, dA, dB, GN, dC, GN, dD, work);
+    to_f(r->y, y, (long)Bsz * HP), to_f(r->dx, dx, R * HP), to_f(r->ddt, ddt, R * H);
+    to_f(r->dB, dB, R * GN), to_f(r->dC, dC, R * GN), to_f(r->dA, dA, H), to_f(r->dD, dD, H);
+    free(x), free(dt), free(A), free(B), free(C), free(D), free(dy), free(y), free(dx), free(ddt);
+    free(dB), free(dC), free(dA), free(dD), free(work);
+}
+
+static void test_last_row(const char *label, int Bsz, int K, int H, int P, int G, int N, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    long R = rows_of(&pb);
+    int HP = H * P, GN = G * N;
+    float *dy_last = alloc_f((long)Bsz * HP);
+    for (int b = 0; b < Bsz; b++) /* fresh values, not the first rows of pb.dy */
+        memcpy(dy_last + (size_t)b * HP, pb.dy + ((size_t)b * K + K - 1) * HP, sizeof(float) * HP);
+    result g = make_result(&pb), g2 = make_result(&pb), ref = make_result(&pb);
+    int pad_ok = 0, pad2 = 0;
+    int rc = gpu_run_op(&pb, 0, 1, dy_last, &g, &pad_ok);
+    CHECK(rc == ST_OK, "%s: GPU last-row run failed", label);
+    if (rc == ST_OK) {
+        cpu_last_row(&pb, dy_last, &ref);
+        double e[T_COUNT];
+        e[T_Y] = lr_err(g.y, ref.y, (long)Bsz * HP);
+        e[T_DX] = lr_err(g.dx, ref.dx, R * HP);
+        e[T_DDT] = lr_err(g.ddt, ref.ddt, R * H);
+        e[T_DB] = lr_err(g.dB, ref.dB, R * GN);
+        e[T_DC] = lr_err(g.dC, ref.dC, R * GN);
+        float incg[2][64], incr[2][64]; /* dA, dD increments (H <= 64 here) */
+        for (int h = 0; h < H && h < 64; h++) {
+            incg[0][h] = g.dA[h] - pb.dA0[h], incr[0][h] = ref.dA[h] - pb.dA0[h];
+            incg[1][h] = g.dD[h] - pb.dD0[h], incr[1][h] = ref.dD[h] - pb.dD0[h];
+        }
+        e[T_DA] = lr_err(incg[0], incr[0], H < 64 ? H : 64);
+        e[T_DD] = lr_err(incg[1], incr[1], H < 64 ? H : 64);
+        printf("  last row %-40s y %.2e dx %.2e ddt %.2e dB %.2e dC %.2e dA %.2e dD %.2e\n", label, e[T_Y], e[T_DX],
+               e[T_DDT], e[T_DB], e[T_DC], e[T_DA], e[T_DD]);
+        for (int i = 0; i < T_COUNT; i++)
+            CHECK(e[i] <= (i == T_Y ? FWD_BOUND : GRAD_BOUND), "%s: last-row %s rel err %.3e", label,
+                  tensor_names[i], e[i]);
+        CHECK(pad_ok, "%s: the last-row kernels wrote into the padding", label);
+        rc = gpu_run_op(&pb, 0, 1, dy_last, &g2, &pad2);
+        int same = rc == ST_OK && memcmp(g.y, g2.y, sizeof(float) * (size_t)Bsz * HP) == 0 &&
+                   memcmp(g.dx, g2.dx, sizeof(float) * (size_t)R * HP) == 0 &&
+                   memcmp(g.ddt, g2.ddt, sizeof(float) * (size_t)R * H) == 0 &&
+                   memcmp(g.dB, g2.dB, sizeof(float) * (size_t)R * GN) == 0 &&
+                   memcmp(g.dC, g2.dC, sizeof(float) * (size_t)R * GN) == 0 &&
+                   memcmp(g.dA, g2.dA, sizeof(float) * H) == 0 && memcmp(g.dD, g2.dD, sizeof(float) * H) == 0;
+        CHECK(same, "%s: two last-row runs differ", label);
+    }
+    free_result(&g), free_result(&g2), free_result(&ref), free(dy_last), free_problem(&pb);
+}
+
+static void test_last_row_bad_sizes(void) {
+    int rc = st_cuda_ssd_last_row_forward(1, 4, 3, 2, 2, 2, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
+                                          NULL);
+    CHECK(rc == ST_ERR_INPUT, "last row, H=3 G=2 gave status %d, not ST_ERR_INPUT", rc);
+    st_clear_error();
+    rc = st_cuda_ssd_last_row_backward(1, 1 << 20, 8, 32, 1, 64, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL,
+                                       0, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
+    CHECK(rc == ST_ERR_INPUT, "last row, K=2^20 (shared memory past any device) gave status %d", rc);
+    st_clear_error();
+    /* the model's question before it runs the tail: yes to what the cases above ran, no to what is refused */
+    CHECK(st_cuda_ssd_last_row_fits(64, 8, 32, 1, 64) && st_cuda_ssd_last_row_fits(37, 6, 5, 3, 7) &&
+              st_cuda_ssd_last_row_fits(1024, 8, 32, 1, 64),
+          "last row: fits says no to a size the kernels take");
+    CHECK(!st_cuda_ssd_last_row_fits(1 << 20, 8, 32, 1, 64) && !st_cuda_ssd_last_row_fits(4, 3, 2, 2, 2),
+          "last row: fits says yes to a size the kernels refuse");
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_ssd_forward_chunked(1, 4, 3, 2, 2, 2, 4, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, 0,
@@ -862,12 +989,19 @@ static void run_numbered(int i) {
         if (!test_quick()) test_scan_bwd_tc("TC one chunk", 4, 64, 8, 32, 1, 64, 64, 1, 6300);
         test_scan_bwd_tc("TC 2 chunks of 64 rows (two decay scan segments)", 2, 128, 2, 16, 1, 16, 64, 1, 6400);
         break;
+    case 13: /* the last row only (the last Mamba2 block's tail) */
+        test_last_row("default shape", 16, 64, 8, 32, 1, 64, 7400);
+        test_last_row("G=2, H/G=4, K=64", 5, 64, 8, 16, 2, 24, 7500);
+        test_last_row("odd K=37, H=6 P=5 G=3 N=7", 4, 37, 6, 5, 3, 7, 7600);
+        if (!test_quick()) test_last_row("K=1024 (shared memory opt-in)", 2, 1024, 8, 32, 1, 64, 7700);
+        test_last_row_bad_sizes();
+        break;
     }
     set_paths(1, 1, 1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 12; i++)
+    for (int i = 0; i <= 13; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

@@ -8,7 +8,10 @@
  * 4. strides: x, B, C inside one xBC row, dx, dB, dC inside one dxBC row,
  *    every row buffer padded with NaN: bit-identical to contiguous buffers,
  *    padding untouched, no NaN in valid outputs; runs are repeatable;
- * 5. a long window with strong decay stays finite and still matches. */
+ * 5. a long window with strong decay stays finite and still matches;
+ * 6. the last-row op (st_ssd_last_row_*) against the sequential recurrence's
+ *    row K-1 (forward) and its backward with dy nonzero at the last rows
+ *    only (every gradient), x, B, C in one padded xBC row. */
 #define ST_REAL_BITS 64
 #include "model/ssd.h"
 
@@ -356,6 +359,88 @@ static void test_long_window(int Q) {
     free(y), free(y_ref), free(work), free_grads(&g), free_grads(&o), free_problem(&pb);
 }
 
+
+/* ---- 6. the last row only ---------------------------------------------- */
+
+/* Forward against the sequential oracle's row K-1; backward against the
+ * sequential backward with dy zero but at the last rows. x, B, C sit in one
+ * xBC row and dx, dB, dC in one dxBC row (as the Mamba2 block has them),
+ * every buffer padded with NaN, the outputs NaN beforehand (an unwritten
+ * element shows as non-finite: rel_err is then Inf), dA and dD starting
+ * nonzero (they are added to). Both sides sum the same terms in double in
+ * other orders: ~1e-15; 1e-12 as the grid test. */
+static void test_last_row(int Bsz, int K, int H, int P, int G, int N, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    int R = rows_of(&pb), HP = H * P, GN = G * N, W = HP + 2 * GN;
+    int xbc_s = W + 5, dt_s = H + 3, dyl_s = HP + 7, yl_s = HP + 4, dxbc_s = W + 6, ddt_s = H + 1;
+    double *xbc = test_padded(R, W, xbc_s), *dtp = test_padded(R, H, dt_s), *dyl = test_padded(Bsz, HP, dyl_s);
+    double *yl = test_padded(Bsz, HP, yl_s), *dxbc = test_padded(R, W, dxbc_s), *ddtp = test_padded(R, H, ddt_s);
+    put_rows(xbc, xbc_s, pb.x, R, HP);
+    put_rows(xbc + HP, xbc_s, pb.B, R, GN);
+    put_rows(xbc + HP + GN, xbc_s, pb.C, R, GN);
+    put_rows(dtp, dt_s, pb.dt, R, H);
+    /* dy of the oracle: pb.dy at rows K-1, zero elsewhere; the last-row op's dy: those rows */
+    double *dy_full = calloc((size_t)R * HP, sizeof(double));
+    for (int b = 0; b < Bsz; b++) {
+        size_t r = (size_t)b * K + K - 1;
+        memcpy(dy_full + r * HP, pb.dy + r * HP, sizeof(double) * HP);
+        memcpy(dyl + (size_t)b * dyl_s, pb.dy + r * HP, sizeof(double) * HP);
+    }
+    double *y_ref = malloc(sizeof(double) * R * HP), *seqw = make_work(&pb, 1);
+    forward(&pb, 0, y_ref, NULL);
+    st_ssd_last_row_forward(Bsz, K, H, P, G, N, xbc, xbc_s, dtp, dt_s, pb.A, xbc + HP, xbc_s, xbc + HP + GN, xbc_s,
+                            pb.D, yl, yl_s);
+    double d2 = 0, r2 = 0;
+    int pad_ok = 1, finite = 1;
+    for (int b = 0; b < Bsz; b++)
+        for (int j = 0; j < yl_s; j++) {
+            double v = yl[(size_t)b * yl_s + j];
+            if (j >= HP) {
+                pad_ok &= isnan(v) != 0;
+                continue;
+            }
+            double ref = y_ref[((size_t)b * K + K - 1) * HP + j];
+            finite &= isfinite(v) != 0;
+            d2 += (v - ref) * (v - ref), r2 += ref * ref;
+        }
+    double ey = finite ? sqrt(d2 / r2) : INFINITY;
+    CHECK(ey <= 1e-12 && pad_ok, "last row K=%d H=%d P=%d G=%d N=%d: forward rel err %.3e, padding %s", K, H, P, G, N,
+          ey, pad_ok ? "kept" : "written");
+    grads o = make_grads(&pb), g = make_grads(&pb);
+    for (int h = 0; h < H; h++)
+        o.dA[h] = g.dA[h] = 0.25 + h, o.dD[h] = g.dD[h] = -0.5 * h;
+    backward(&pb, 0, dy_full, &o, seqw);
+    size_t nw = st_ssd_last_row_work_count(Bsz, K, H);
+    double *work = malloc(sizeof(double) * (nw + 1));
+    for (size_t i = 0; i < nw; i++)
+        work[i] = NAN;
+    st_ssd_last_row_backward(Bsz, K, H, P, G, N, xbc, xbc_s, dtp, dt_s, pb.A, xbc + HP, xbc_s, xbc + HP + GN, xbc_s,
+                             pb.D, dyl, dyl_s, dxbc, dxbc_s, ddtp, ddt_s, g.dA, dxbc + HP, dxbc_s, dxbc + HP + GN,
+                             dxbc_s, g.dD, work);
+    /* gather the strided outputs (and check the dxBC row's tail and ddt's gap stayed NaN) */
+    for (int r = 0; r < R; r++) {
+        memcpy(g.dx + (size_t)r * HP, dxbc + (size_t)r * dxbc_s, sizeof(double) * HP);
+        memcpy(g.dB + (size_t)r * GN, dxbc + (size_t)r * dxbc_s + HP, sizeof(double) * GN);
+        memcpy(g.dC + (size_t)r * GN, dxbc + (size_t)r * dxbc_s + HP + GN, sizeof(double) * GN);
+        memcpy(g.ddt + (size_t)r * H, ddtp + (size_t)r * ddt_s, sizeof(double) * H);
+        for (int j = W; j < dxbc_s; j++)
+            pad_ok &= isnan(dxbc[(size_t)r * dxbc_s + j]) != 0;
+        for (int j = H; j < ddt_s; j++)
+            pad_ok &= isnan(ddtp[(size_t)r * ddt_s + j]) != 0;
+    }
+    double err[6];
+    grad_errors(&pb, &g, &o, err);
+    for (int i = 0; i < 6; i++)
+        CHECK(err[i] <= 1e-12, "last row K=%d H=%d P=%d G=%d N=%d: %s rel err %.3e", K, H, P, G, N, grad_names[i],
+              err[i]);
+    CHECK(pad_ok, "last row K=%d: a padding column was written", K);
+    printf("  last row Bsz=%d K=%d H=%d P=%d G=%d N=%d: y %.2e  dx %.2e  ddt %.2e  dA %.2e  dB %.2e  dC %.2e  dD "
+           "%.2e\n",
+           Bsz, K, H, P, G, N, ey, err[0], err[1], err[2], err[3], err[4], err[5]);
+    free(xbc), free(dtp), free(dyl), free(yl), free(dxbc), free(ddtp), free(dy_full), free(y_ref), free(seqw);
+    free(work), free_grads(&o), free_grads(&g), free_problem(&pb);
+}
+
 int main(void) {
     printf("chunked vs sequential (tests 1, 2):\n");
     test_grid(4, 16, 1, 16, 1000);
@@ -371,5 +456,11 @@ int main(void) {
     printf("long window (test 5):\n");
     test_long_window(32);
     test_long_window(64);
+    printf("last row only (test 6):\n");
+    test_last_row(3, 37, 4, 8, 1, 16, 4001);  /* H/G = 4 */
+    test_last_row(2, 64, 4, 6, 2, 10, 4002);  /* G = 2, H/G = 2 */
+    test_last_row(2, 37, 6, 5, 3, 7, 4003);   /* G = 3 */
+    test_last_row(1, 1, 2, 3, 2, 4, 4004);    /* K = 1: only the skip and the own term */
+    test_last_row(40, 64, 8, 32, 1, 64, 4005); /* the default preset's block, threaded */
     TEST_MAIN_END();
 }

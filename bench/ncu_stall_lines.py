@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ncu_stall_lines.py: the source lines of one kernel that hold most of its
-warp-state samples, from `ncu -i REP --page source --csv --print-source cuda`
-(scripts/gpu-stall.sh runs it).
+warp-state samples, from `ncu -i REP --page source --csv --print-source sass` (an instruction a
+row, "Address" for its line) or `cuda` (scripts/gpu-stall.sh runs both).
 
 The page is one CSV table a source file (ncu prints each file's name on a
 line of its own before its table, or not at all for one file): a header row
@@ -30,6 +30,9 @@ def parse(text):
     for rec in csv.reader(io.StringIO(text)):
         if not rec:
             continue
+        if rec[0] == "File Name" and len(rec) == 2:  # ncu 2025's file line before each file's table
+            fname, header = rec[1], None
+            continue
         if len(rec) == 1 and not header:
             fname = rec[0].strip()
             continue
@@ -41,8 +44,8 @@ def parse(text):
                 fname, header = rec[0].strip(), None
             continue
         cells = dict(zip(header, rec))
-        line = cells.get("#", cells.get("Line", cells.get("Line Number", "")))
-        metrics = {k: number(v) for k, v in cells.items() if k not in ("#", "Line", "Source", "Address")}
+        line = cells.get("#", cells.get("Line", cells.get("Line No", cells.get("Address", ""))))
+        metrics = {k: number(v) for k, v in cells.items() if k not in ("#", "Line", "Line No", "Source", "Address")}
         rows.append((fname, line, cells.get("Source", ""), {k: v for k, v in metrics.items() if v is not None}))
     return rows
 

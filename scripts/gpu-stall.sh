@@ -31,13 +31,21 @@ for run in "${runs[@]}"; do
     build-gpu/ssmtrade bench --what $what --precision bf16 --repeats 1 --warmup 0 --sets 1 >"/tmp/stall_$name.log" 2>&1 ||
     { echo "ncu on $name: exit $?"; tail -5 "/tmp/stall_$name.log"; continue; }
   "$NCU" -i "$rep.ncu-rep" --page details >"$OUT/$name.details.txt" 2>&1
-  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda >"/tmp/stall_$name.cuda.csv" 2>&1
-  python3 bench/ncu_stall_lines.py "/tmp/stall_$name.cuda.csv" --top "${STALL_TOP:-60}" >"$OUT/$name.lines.txt" 2>&1 ||
-    { echo "ncu_stall_lines.py on $name: exit $?"; head -c 3000 "/tmp/stall_$name.cuda.csv" >>"$OUT/$name.lines.txt"; }
+  # the CUDA-source page of CUDA 13.0's ncu came back with the lines' text and no metric columns
+  # (2026-12-02): the SASS page (an instruction a row, with its samples) is read first, the
+  # CUDA page kept beside it for the lines' text
+  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"/tmp/stall_$name.sass.csv" 2>&1
+  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass >"/tmp/stall_$name.cuda.csv" 2>&1
+  : >"$OUT/$name.lines.txt"
+  for page in sass cuda; do
+    echo "-- the $page page" >>"$OUT/$name.lines.txt"
+    python3 bench/ncu_stall_lines.py "/tmp/stall_$name.$page.csv" --top "${STALL_TOP:-60}" >>"$OUT/$name.lines.txt" 2>&1 ||
+      { echo "ncu_stall_lines.py on $name ($page): exit $?"; head -c 2000 "/tmp/stall_$name.$page.csv" >>"$OUT/$name.lines.txt"; }
+  done
   echo "== $name ($what)"
   grep -iE 'Duration|Warp Cycles Per Issued|Achieved Occupancy|Theoretical Occupancy|Registers Per|Issued Warp|No Eligible' \
     "$OUT/$name.details.txt" | head -12
   head -25 "$OUT/$name.lines.txt"
 done
 # the raw source pages, for a closer look here
-tar -czf "$OUT/stall_csv.tar.gz" -C /tmp $(cd /tmp && ls stall_*.cuda.csv 2>/dev/null) 2>/dev/null
+tar -czf "$OUT/stall_csv.tar.gz" -C /tmp $(cd /tmp && ls stall_*.csv 2>/dev/null) 2>/dev/null

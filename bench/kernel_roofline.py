@@ -31,9 +31,11 @@ chunk_forward where the forward scan does not fit either).
 
 One call of that benchmark runs the step twice (an eager step, then one
 replay of its graph), so the capture holds about two steps; the per-step
-figures divide by the number of steps, taken from --steps or else from
-scan_backward_kernel (or chunk_backward_kernel: once per Mamba2 layer per
-step). A capture cut by --launch-count ends inside a step: kernels whose
+figures divide by the number of steps, taken from --steps or else from the
+SSD backward's kernel: scan_backward_kernel (or chunk_backward_kernel), once
+a full Mamba2 block a step (L - 1 with the tail, L without), else
+lr_backward_kernel (once a step with the tail: the marker where L = 1).
+A capture cut by --launch-count ends inside a step: kernels whose
 calls do not match their count per step are flagged and counted as the
 first calls of a step, in the order the step runs them. The capture starts
 with the program, so the whole-step line (and "the rest") also holds the
@@ -50,6 +52,27 @@ default 96,000: the bench market's bars, bench/NOTES.md change 21). The
 formula alone gives 71,492 at 2,048 windows; 70,000 keeps the notes' figure.
 No device count of the distinct bars was found in the notes: --bars is the
 place to put one.
+
+The last block's last-row tail (--tail 1, the default, as the build's:
+src/model/model.cu st_cuda_model_set_last_row_tail; ``ssmtrade bench
+--last-row-tail 0`` runs the old path, read it with --tail 0). The heads
+read u_L at row K-1 of each window only, so block L-1 runs
+st_cuda_mamba2_forward_last / _backward_last (mamba2.cu): its LayerNorm
+(without the residual's copy), in_proj, conv and dt over every row (the
+SSD reads x, B, dt of every row), then ssd_last_row.cu's lr_forward_kernel
+in place of the forward scan, the gated RMSNorm (the same kernels, an rstd
+stride), out_proj and the residual over the Bsz last rows only (a 2-D
+cudaMemcpy of u's last rows into u_out: a copy, not a kernel ncu lists).
+Backward: out_proj and the RMSNorm over the last rows, lr_backward_kernel
++ lr_reduce_kernel in place of the scan backward and reduce_group, conv,
+dt and dt_bias's column sum over every row, in_proj's backward in two
+products ([xBC, dt_raw] columns over every row, z over the last rows),
+the LayerNorm backward without the residual and m2_add_rows_kernel adding
+du_out at the last rows. So the scans, the chunk kernels and reduce_group
+run L - 1 times a step; the tail is used where its backward's shared
+memory fits (st_cuda_ssd_last_row_fits), as the model asks. The model
+does not know which path a profile ran: where the lr_* kernels are in it
+and --tail is 0, or missing with --tail 1, the notes say so first.
 
 Ceilings: --ceilings FILE (``ssmtrade bench --json``: ceilings.copy.GBps,
 ceilings.sgemm.TFLOPs, ceilings.gemm_fp32_fast_bf16.TFLOPs, and a
@@ -91,10 +114,39 @@ as above; memory: bytes / copy ceiling); achieved TFLOP/s and GB/s; GB/s as
 % of the copy ceiling; x floor = the time over the larger floor; binds =
 the larger floor.
 
-Hand-checked numbers (the default preset at 2,048 windows, bf16 unless
-said: rows R = 131,072, F = 40, Dv = 32, P = F Dv = 1,280, H = 8 heads of
-headdim p = 32, N = 64, G = 1, Q = L = 32 (nc = 2), T = L (L + 1) / 2 = 528
-pairs, Bsz H = 16,384 blocks, nb = 70,000 bars; the self-test asserts them):
+Hand-checked numbers (the default preset at 2,048 windows, bf16 and the
+tail on unless said: rows R = 131,072, K = 64, F = 40, Dv = 32, P = F Dv =
+1,280, H = 8 heads of headdim p = 32, N = 64, G = 1, Q = L = 32 (nc = 2),
+T = L (L + 1) / 2 = 528 pairs, Bsz H = 16,384 blocks, nb = 70,000 bars, 2
+Mamba2 blocks of which 1 runs in full; the self-test asserts them):
+  The step's calls with the tail: the scans, reduce_group 1 a step (2
+    without), lr_forward, lr_backward, lr_reduce and m2_add_rows 1, the
+    gated RMSNorm's kernels 2 (one over R rows, one over the Bsz last
+    rows), the LayerNorms 3, 4, 3 as before; cuBLAS products 43 (41
+    without), the tail saving 5 x 2 (R - Bsz) D d_inner = 42,278,584,320
+    FLOPs (out_proj forward, dX, dW; in_proj's z columns' dX, dW).
+  lr_forward_kernel (ssd_last_row.cu), a block per window: per window L
+    H K = 512 adds, q 2 G K N = 8,192, w 4 H K = 2,048, y (2K + 2) H p =
+    33,280: 44,032, 90,177,536 a call. Bytes: reads x, B, dt of every row
+    (R (H p + G N + H)), C of the last row and writes y there (Bsz (G N +
+    H p)), A, D: 4 (42,991,616 + 655,360 + 16) = 174,587,968 B.
+  lr_backward_kernel: per window 14 H K (L 1, w 3, dQ 2, dw / ww / ddt's
+    term 3, the ddt walk 5) = 7,168, e and dx 4 H K p = 65,536, D dy 2 H
+    p = 512, q, dB, dC 5 G K N = 20,480: 93,696, 191,889,408 a call.
+    Bytes: reads x, B, dt of every row, C and dy of the last row, A, D;
+    writes dx, dB, dC, ddt of every row and the dA, dD partials [Bsz, H]:
+    4 (R (2 H p + 3 G N + 2 H) + Bsz (G N + H p + 2 H) + 2 H) =
+    380,239,936 B (B and dt read again: 417,988,672). lr_reduce_kernel: 2
+    Bsz H + 2 H = 32,784 FLOPs, 4 (2 Bsz H + 4 H) = 131,200 B. Shared
+    memory a window (backward): 8 H K + 4 (G N + 2 G K + 3 H K + H p) =
+    12,032 B (the tail fits; at K = 4,096 it would not: the full block).
+  The tail's gated RMSNorm over the Bsz = 2,048 last rows: forward 9 n di
+    + 4 n = 4,726,784 FLOPs, 4 (3 n di + n + di) = 6,300,672 B; backward
+    21 n di + 2 n = 11,014,144, 4 (5 n di + n + di) + 8 x 16 splits x di
+    = 10,527,744 B. Its LayerNorm forward without the copy 4 (2 R D + 2 R
+    + 2 D) = 135,267,328 B; its dx without the residual 10 R D + 4 R =
+    168,296,448 FLOPs, 4 (3 R D + 2 R + D) = 202,375,680 B; m2_add_rows
+    Bsz D = 262,144 FLOPs, 12 Bsz D = 3,145,728 B.
   scan_backward_kernel (ssd_scan_backward.cu + ssd_chunk_tc.cuh), a block
     per (window, head). Per block the TF32 products: each of the 2 backward
     chunks G = C B^T and dM = dY X^T over the pairs T (2N + 2p) = 101,376,
@@ -137,13 +189,18 @@ pairs, Bsz H = 16,384 blocks, nb = 70,000 bars; the self-test asserts them):
     the table [nb, P], offs, srow, dv [R, Dv], alpha [R, F], writes dT
     [nb, P] and dalpha [F, R] doubles: 4 (2 nb P + nb + 1 + R (1 + Dv + F))
     + 8 R F = 797,296,068 B (notes-train-table.md: 796 MB).
-  table_combine_kernel: 2 R P = 335,544,320 FLOPs; 4 (R (F + 1 + Dv) + nb
-    P) = 396,673,024 B (a table row once a window row: 709,361,664).
+  tt_combine_kernel (vsn_train_table.cu, the training combine a bar at a
+    time): 2 R P = 335,544,320 FLOPs; 4 (R (F + 1 + Dv) + nb P + nb + 1) =
+    396,953,028 B, each table row out of DRAM once. table_combine_kernel
+    (the row walk before it, the action step's and the fallback past F =
+    768): 4 (R (F + 1 + Dv) + nb P) = 396,673,024 B at the minimum, a table
+    row once a window row in its design: 709,361,664.
   rms_backward_regs_kernel<2> (n = d_inner = 256): 21 R n + 2 R =
     704,905,216 FLOPs; 4 (5 R n + R + n) + 8 x 1,024 splits x n =
     673,711,104 B. rms_forward_regs_kernel: 9 R n + 4 R = 302,514,176,
     4 (3 R n + R + n) = 403,178,496 B.
-  bwd_dlog_kernel: 4 R F = 20,971,520 FLOPs, 16 R F = 83,886,080 B.
+  bwd_dlog_tile_kernel (F <= 95; bwd_dlog_kernel past it, the same
+    count): 4 R F = 20,971,520 FLOPs, 16 R F = 83,886,080 B.
   sel_tail_group_kernel: 18 R F + 4 R = 94,896,128 FLOPs; 4 R (7F + 2) +
     8F = 147,849,536 B.
   conv_forward_tile_kernel (Ch = 384, W = 4): reads x [R, Ch], w, b; writes
@@ -167,7 +224,8 @@ DEFAULT_COPY_GBPS = 4257.8  # H200, 2026-12-01: device copy, bytes read + writte
 DEFAULT_FP32_TFLOPS = 51.3  # H200, 2026-12-01: cuBLAS sgemm 8192^3, no TF32
 DEFAULT_GEMM_TFLOPS = 411.9  # H200, 2026-12-01 (results/2026-12-01-a): fp32 in/out, 32F_FAST_16BF, 8192^3
 DEFAULT_TF32_TFLOPS = 495.0  # H200 SXM dense TF32 tensor-core spec (989 is with sparsity): not measured
-STEP_MARKERS = ("scan_backward_kernel", "chunk_backward_kernel")  # one of them, once per Mamba2 layer per step
+# the SSD backward's kernels, the first with calls a step: the full blocks' (L - 1 a step with the tail), the tail's
+STEP_MARKERS = ("scan_backward_kernel", "chunk_backward_kernel", "lr_backward_kernel")
 BARS_2048 = 70_000  # distinct bars of 2,048 windows: bench/NOTES.md "second session", notes-train-table.md
 MARKET_BARS = 96_000  # the bench market's bars (bench/NOTES.md change 21: the action step's table)
 
@@ -189,12 +247,28 @@ def expected_bars(rows, market):
     return market * -math.expm1(-rows / market)
 
 
+def lr_smem_bytes(K, H, P, G, N, backward):
+    """ssd_last_row.cu lr_smem_bytes: a window's shared arrays, Ld [H K]
+    doubles, then C_l [GN], q [GK], w [HK] floats; the backward adds dy
+    [HP], e and ww [HK] each, dQ [GK]."""
+    hk, gk = H * K, G * K
+    floats = G * N + gk + hk + ((H * P + 2 * hk + gk) if backward else 0)
+    return 8 * hk + F4 * floats
+
+
+def tail_fits(z):
+    """ssd_last_row.cu st_cuda_ssd_last_row_fits (model.cu asks it through
+    st_cuda_mamba2_last_fits): the backward's shared memory within the
+    opt-in limit, G dividing H; else the full last block."""
+    return z.H % z.G == 0 and lr_smem_bytes(z.K, z.H, z.P, z.G, z.N, 1) <= SMEM_OPTIN
+
+
 class Sizes:
     """The sizes one training step of `windows` windows works on, named as
     in DESIGN (and derived as src/core/config.h derives them); the precision
     mode and the distinct bars of the minibatch."""
 
-    def __init__(self, preset, windows, precision="bf16", bars=None, market=MARKET_BARS):
+    def __init__(self, preset, windows, precision="bf16", bars=None, market=MARKET_BARS, tail=1):
         d = PRESETS[preset]
         self.__dict__.update(d)
         self.preset, self.precision = preset, precision
@@ -221,6 +295,9 @@ class Sizes:
             self.nb = min(self.R, round(scale * expected_bars(self.R, market)))
             self.bars_from = ("70,000 (bench/NOTES.md, notes-train-table.md)" if self.R == 131072 and
                               market == MARKET_BARS else "70,000 at 2,048 windows scaled by M (1 - e^{-rows/M})")
+        # model.cu: block L-1 as the last-row tail where asked and its SSD holds a window (tail_fits)
+        self.tail = bool(tail) and tail_fits(self)
+        self.Lf = d["L"] - self.tail  # the blocks that run in full
 
     @property
     def tc(self):
@@ -307,13 +384,24 @@ def bwd_finish(z):
 
 
 def bwd_dlog(z):
-    """vsn_backward_fused.cu bwd_dlog_kernel (a thread a row): reads alpha
-    [R, F], dalpha [F, R] (doubles; read twice, the second pass from cache),
+    """vsn_backward_fused.cu bwd_dlog_tile_kernel (F <= 95: dlog_kernel) and
+    bwd_dlog_kernel past it, the same arithmetic and bytes: reads alpha [R,
+    F], dalpha [F, R] (doubles; read twice, the second pass from cache),
     writes dlog [R, F]. Per value the dot 2, then a sub and a multiply.
-    A thread's alpha and dlog rows are 160 B apart from its neighbours':
-    each warp access touches 32 sectors."""
+    bwd_dlog_kernel runs a thread a row: a thread's alpha and dlog rows are
+    160 B apart from its neighbours', each warp access touches 32 sectors.
+    The tile kernel runs a warp a tile of 32 rows: the tile's alpha rows in
+    coalesced to shared memory [32][F | 1], thread i runs row i's dot and
+    dlog (dalpha coalesced across the 32 rows already), dlog over the alpha
+    tile in place and out coalesced: the sectors go, the bytes stay."""
     R, F = z.R, z.F
     return Cost(4 * R * F, 16 * R * F, 24 * R * F)
+
+
+def dlog_kernel(z):
+    """The dlog kernel st_cuda_vsn_backward_fused_dlog launches: the tile
+    where 4 x 32 x (F | 1) floats fit 48 KB (F <= 95), else a thread a row."""
+    return "bwd_dlog_tile_kernel" if F4 * 4 * 32 * (z.F | 1) <= 49152 else "bwd_dlog_kernel"
 
 
 def tt_grad(z):
@@ -328,12 +416,35 @@ def tt_grad(z):
 
 
 def table_combine(z):
-    """vsn_forward_fused.cu table_combine_kernel (a warp a row): reads alpha
+    """vsn_forward_fused.cu table_combine_kernel (a warp a row; its float4
+    variant table_combine4_kernel moves the same bytes), the training
+    combine before tt_combine_kernel and its fallback past F = 768: reads alpha
     [R, F], crow [R] and its bar's table row [P], writes v [R, Dv]. The
     minimum reads the nb table rows once; the design reads a row's once a
     window row (4 R P). Per value alpha_j t_j summed 2 (double)."""
     R, F, Dv, P = z.R, z.F, z.Dv, z.Pv
     return Cost(2 * R * P, F4 * (R * (F + 1 + Dv) + z.nb * P), F4 * (R * (F + 1 + Dv) + R * P))
+
+
+def tt_combine(z):
+    """vsn_train_table.cu tt_combine_kernel (the training forward's combine,
+    st_cuda_vsn_train_table_combine; F <= 768, else the row kernel through
+    crow): a warp a compact bar, lane c < Dv a column, the bar's rows in CSR
+    order: reads offs [nb + 1], srow [R], alpha [R, F] (converted once a
+    row into shared memory), the bar's table row [P] once a bar (its later
+    rows from L1/L2); writes v [R, Dv]. Per value alpha_j t_j summed 2
+    (double). The minimum is the design: each table row leaves DRAM once
+    (table_combine's design read it once a window row)."""
+    R, F, Dv, P, n = z.R, z.F, z.Dv, z.Pv, z.nb
+    return Cost(2 * R * P, F4 * (R * (F + 1 + Dv) + n * P + n + 1))
+
+
+def combine_kernel(z):
+    """The training combine st_cuda_vsn_train_table_combine launches: the
+    bar walk where 8 warps x (F rounded up to even) doubles fit 48 KB, else
+    st_cuda_vsn_table_combine's row kernel (table_combine4_kernel at the
+    fused Dv, which the table mode needs)."""
+    return "tt_combine_kernel" if 8 * 8 * ((z.F + 1) & ~1) <= 49152 else "table_combine4_kernel"
 
 
 def sel_tail_group(z):
@@ -401,44 +512,70 @@ def conv_params_finish(z):
 
 
 
-def rms_forward(z):
+def rms_forward(z, rows=None):
     """rmsnorm_gated.cu rms_forward_regs_kernel<J> (a warp per row, the row
     in registers, d_inner <= 128 J): reads y [R, di] and z (zx's first di
     columns), norm_w; writes gated [R, di], rstd [R]. Per value SiLU 4,
-    y SiLU(z) 1, the square summed 2 (double), the scale 2."""
-    R, n = z.R, z.di
+    y SiLU(z) 1, the square summed 2 (double), the scale 2. The tail's
+    (st_cuda_rmsnorm_gated_forward_rs, the same kernel) over the Bsz last
+    rows: rows = Bsz, y, z, gated at stride K rows, rstd at stride K."""
+    R, n = rows or z.R, z.di
     return Cost(9 * R * n + 4 * R, F4 * (3 * R * n + R + n))
 
 
-def rms_bwd_splits(z):
+def rms_bwd_splits(z, rows=None):
     """rmsnorm_gated.cu rms_backward_regs: ~128 rows a split, at most 1,024
     (ST_RMS_SPLIT_ROWS, ST_RMS_MAX_SPLITS), within the 2^20 doubles of the
-    column sums' scratch (linear.cu st_cuda_rowsplit_plan_n)."""
-    return max(1, min(-(-z.R // 128), 1024, z.R, (1 << 20) // z.di))
+    column sums' scratch (linear.cu st_cuda_rowsplit_plan_n): 1,024 at R =
+    131,072, 16 over the tail's 2,048 last rows."""
+    R = rows or z.R
+    return max(1, min(-(-R // 128), 1024, R, (1 << 20) // z.di))
 
 
-def rms_backward(z):
+def rms_backward(z, rows=None):
     """rmsnorm_gated.cu rms_backward_regs_kernel<J> (a block per row split,
     a warp a row in registers): reads y, z, dout (d_gated) [R, di], rstd
     [R], norm_w; writes dy (d_ssd_y) and dz (d_zx's z columns) [R, di] and
     the norm weight's partials [splits, di] (double). Per value the first
     pass SiLU 4, y SiLU 1, ghat 1, the mean's dout w ghat 3, dw's ghat dout
     2; the second (its SiLU and ghat again: not counted) dg 4, dy 1, dz 5;
-    per row 2."""
-    R, n = z.R, z.di
-    return Cost(21 * R * n + 2 * R, F4 * (5 * R * n + R + n) + 8 * rms_bwd_splits(z) * n)
+    per row 2. The tail's (_rs, the same kernel) over the Bsz last rows:
+    y, z, rstd, dz at stride K rows, dout and dy compact [Bsz, di]."""
+    R, n = rows or z.R, z.di
+    return Cost(21 * R * n + 2 * R, F4 * (5 * R * n + R + n) + 8 * rms_bwd_splits(z, R) * n)
+
+
+def rms_dw_finish_calls(z):
+    """rmsnorm_gated.cu rms_dw_finish_kernel, after each register-path
+    backward of more than one split, in step order (the tail's first): reads
+    the partials [splits, di] (double), adds them into dw (read + write).
+    A few us each: launch latency."""
+    rows = ([z.Bsz] if z.tail else []) + [z.R] * z.Lf
+    return [Cost(s * z.di, 8 * s * z.di + F4 * 2 * z.di) for s in (rms_bwd_splits(z, r) for r in rows) if s > 1]
+
+
+def add_rows(z):
+    """mamba2.cu m2_add_rows_kernel (the tail's backward, a thread a value):
+    du += du_out at the Bsz last rows (the residual path; du_out's other
+    rows are not read): reads du_out and du [Bsz, D] (stride K rows),
+    writes du. 1 add a value."""
+    n = z.Bsz * z.D
+    return Cost(n, F4 * 3 * n)
 
 
 def ln_forward_calls(z):
     """layernorm.cu ln_forward_kernel (a warp a row), in step order: each
     Mamba2 block's norm over [R, D] (mamba2.cu: with the residual's copy
-    u_out written on the same pass), then the heads' over the windows' last
-    rows [Bsz, D]. Reads x, w, b; writes y (and the copy), mean, rstd. Per
-    value the sum 1, the variance 3, the norm and affine 4; per row 4."""
+    u_out written on the same pass; the tail's block without it: its
+    residual is out_proj's at the last rows), then the heads' over the
+    windows' last rows [Bsz, D]. Reads x, w, b; writes y (and the copy),
+    mean, rstd. Per value the sum 1, the variance 3, the norm and affine 4;
+    per row 4."""
     R, n, D = z.R, z.Bsz, z.D
     blk = Cost(8 * R * D + 4 * R, F4 * (3 * R * D + 2 * R + 2 * D))
+    last = Cost(8 * R * D + 4 * R, F4 * (2 * R * D + 2 * R + 2 * D))
     head = Cost(8 * n * D + 4 * n, F4 * (2 * n * D + 2 * n + 2 * D))
-    return [blk] * z.L + [head]
+    return [blk] * z.Lf + [last] * z.tail + [head]
 
 
 def ln_backward_dx_calls(z):
@@ -447,12 +584,15 @@ def ln_backward_dx_calls(z):
     LN'(dy): the residual read too), the VSN selection norm's [R, F]. Reads
     x, dy, mean, rstd, w (and res), writes dx. Per value xhat 2, g 1, the
     two sums 3 (double); the second pass (xhat, g again: not counted) 4,
-    the residual's add 1; per row 4."""
+    the residual's add 1; per row 4. The tail's block: no residual
+    (st_cuda_layernorm_backward; m2_add_rows_kernel adds du_out at the last
+    rows after it)."""
     R, n, D, F = z.R, z.Bsz, z.D, z.F
     head = Cost(10 * n * D + 4 * n, F4 * (3 * n * D + 2 * n + D))
     blk = Cost(11 * R * D + 4 * R, F4 * (4 * R * D + 2 * R + D))
+    last = Cost(10 * R * D + 4 * R, F4 * (3 * R * D + 2 * R + D))
     sel = Cost(10 * R * F + 4 * R, F4 * (3 * R * F + 2 * R + F))
-    return [head] + [blk] * z.L + [sel]
+    return [head] + [last] * z.tail + [blk] * z.Lf + [sel]
 
 
 def ln_param_grad_calls(z):
@@ -769,6 +909,64 @@ def scan_forward(z):
     return Cost(bh * blk, minimum, minimum + F4 * 2 * R * GN * (H // z.G - 1), bh * tcb)
 
 
+# ---- the last block's SSD at the last rows (ssd_last_row.cu) ----------------
+#
+# A block of 256 threads a window b, all heads, everything of the window in
+# shared memory (lr_smem_bytes); per (head h, row s < K) L_s = the sum of
+# dt_r over s < r < K (a thread a head, K double adds from the last row),
+# q_s = B_s . C_{K-1} a (group, row) (a warp, lanes over N), w_s = exp(A
+# L_s) dt_s. x, B, dt of every row come from xBC and dt (row strides
+# conv_dim and H); y and the gradients of the one row from compact [Bsz,
+# d_inner] buffers (mamba2.cu's last-row views).
+
+
+def lr_forward(z):
+    """ssd_last_row.cu lr_forward_kernel, a block a window: y[h, p] = sum_s
+    (w q)[h][s] x_s[h, p] + D x_{K-1}[h, p] (double). Reads C of the last
+    row [G N], dt, B and x of every row ([K, H], [K, G N], [K, H p]), A, D;
+    writes y of the last row [H p] (the tail's y at stride K rows). FLOPs a
+    window: L H K adds, q 2 G K N, w exp(A L) dt times q 4 H K, y (2K + 2)
+    H p. dt again for w and x_{K-1} again for D x are the block's own rows,
+    from L1 (not counted)."""
+    n, K, H, P, GN = z.Bsz, z.K, z.H, z.P, z.G * z.N
+    HP = H * P
+    flops = n * (H * K + 2 * GN * K + 4 * H * K + (2 * K + 2) * HP)
+    return Cost(flops, F4 * (z.R * (HP + GN + H) + n * (GN + HP) + 2 * H))
+
+
+def lr_backward(z):
+    """ssd_last_row.cu lr_backward_kernel, a block a window, given dy at the
+    last row: e_s = dy . x_s a (head, row) (a warp, lanes over p); dQ_s =
+    sum_{h in g} e w; dw = e q, ww = dw w, dw exp(A L) (the exponential
+    formed again: not counted); dx_s = w q dy (+ D dy at K-1); dB_s = dQ_s
+    C_{K-1}; dC_{K-1} = sum_s dQ_s B_s (double; dC written zero at every
+    other row: conv's backward reads all rows); a thread a head walks s for
+    ddt_s = dw exp(A L) + A sum_{s'<s} ww and the dA partial sum_s ww L;
+    dD's partial e_{K-1}. Reads C_{K-1} [G N], dy [H p] (compact), dt [K, H],
+    B [K, G N], x [K, H p], A, D; writes dx [K, H p], dB and dC [K, G N]
+    each (d_xBC's columns), ddt [K, H] (d_zx's dt columns), the dA, dD
+    partials [Bsz, H] each. FLOPs a window: L H K, q 2 G K N, e 2 H K p, w 3
+    H K, dQ 2 H K, dw, ww, ddt's own term 3 H K, dx 2 K H p + 2 H p, dB G K
+    N, dC 2 G K N, the walk 5 H K: 14 H K + 4 H K p + 2 H p + 5 G K N.
+    Design: B again for dC's sum, dt again for w (from L1/L2)."""
+    n, K, H, P, GN, R = z.Bsz, z.K, z.H, z.P, z.G * z.N, z.R
+    HP = H * P
+    flops = n * (14 * H * K + 4 * H * K * P + 2 * HP + 5 * GN * K)
+    reads = R * (H + GN + HP) + n * (GN + HP) + 2 * H
+    writes = R * (HP + 2 * GN + H) + 2 * n * H
+    return Cost(flops, F4 * (reads + writes), F4 * (reads + writes + R * (GN + H)))
+
+
+def lr_reduce(z):
+    """ssd_last_row.cu lr_reduce_kernel, a block a head: dA[h] += the sum
+    of partA[b, h] over the windows (and dD from partD), double, thread t
+    taking windows t, t + 256, ..., then a fixed tree: reads the partials
+    [Bsz, H] x 2, dA and dD [H] read and written. 2 Bsz H + 2 H adds (the
+    tree's 255 a head each: not counted). A few us: one block a head."""
+    n, H = z.Bsz, z.H
+    return Cost(2 * n * H + 2 * H, F4 * (2 * n * H + 4 * H))
+
+
 # ---- cuBLAS (src/model/linear.cu, through every op) -------------------------
 
 
@@ -781,22 +979,27 @@ def cublas_products(z):
     heads on each window's last row; then the backward: heads, blocks (dX
     and dW of out_proj and in_proj), w_in, ln_b's product (alpha^T dv, the
     fused backward's bwd_finish), the selection GRN (skip, glu, fc2, fc1,
-    ctx). 41 a step at the default preset (127 before the fused VSN
-    kernels, whose per-variable products were 86 of them)."""
-    R, n, F, C, Dv, Hs, D, L = z.R, z.Bsz, z.F, z.C, z.Dv, z.Hs, z.D, z.L
-    vcw, gw, Hh, A = Dv + C, D + C, z.Hh, z.A
+    ctx). 41 a step at the default preset without the tail (127 before
+    the fused VSN kernels, whose per-variable products were 86 of them);
+    43 with it: block L-1's out_proj over the Bsz last rows (forward, dX,
+    dW), its in_proj backward in two, [xBC, dt_raw] (conv_dim + H columns)
+    over every row and z (d_inner) over the last rows, dX added (beta 1)."""
+    R, n, F, C, Dv, Hs, D, L, Lf = z.R, z.Bsz, z.F, z.C, z.Dv, z.Hs, z.D, z.L, z.Lf
+    vcw, gw, Hh, A, di, t, xd = Dv + C, D + C, z.Hh, z.A, z.di, int(z.tail), z.conv + z.H
     g = [(R, Hs, F, 1, 1, 1), (R, Hs, C, 1, 1, 1), (R, Hs, Hs, 1, 1, 1), (R, 2 * F, Hs, 1, 1, 1),
          (R, F, F, 1, 1, 1)]
-    g += [(R, D, vcw, 1, 1, 1), (R, z.io, D, 1, 0, L), (R, D, z.di, 1, 1, L)]
+    g += [(R, D, vcw, 1, 1, 1), (R, z.io, D, 1, 0, L), (R, D, di, 1, 1, Lf), (n, D, di, 1, 1, t)]
     g += [(n, Hh, gw, 1, 1, 1), (n, A, Hh, 1, 1, 1), (n, Hh, gw, 1, 1, 1), (n, 1, Hh, 1, 1, 1)]
     g += [(n, Hh, A, 1, 0, 1), (A, Hh, n, 1, 1, 1), (n, gw, Hh, 1, 0, 1), (Hh, gw, n, 1, 1, 1),
           (n, Hh, 1, 1, 0, 1), (1, Hh, n, 1, 1, 1), (n, gw, Hh, 1, 1, 1), (Hh, gw, n, 1, 1, 1)]
-    g += [(R, z.di, D, 1, 0, L), (D, z.di, R, 1, 1, L), (R, D, z.io, 1, 0, L), (z.io, D, R, 1, 1, L)]
+    g += [(n, di, D, 1, 0, t), (D, di, n, 1, 1, t), (R, D, xd, 1, 0, t), (xd, D, R, 1, 1, t), (n, D, di, 1, 1, t),
+          (di, D, n, 1, 1, t)]
+    g += [(R, di, D, 1, 0, Lf), (D, di, R, 1, 1, Lf), (R, D, z.io, 1, 0, Lf), (z.io, D, R, 1, 1, Lf)]
     g += [(R, vcw, D, 1, 0, 1), (D, vcw, R, 1, 1, 1)]
     g += [(F, Dv, R, 1, 1, 1)]
     g += [(F, F, R, 1, 0, 1), (R, Hs, 2 * F, 1, 0, 1), (2 * F, Hs, R, 1, 1, 1), (R, Hs, Hs, 1, 0, 1),
           (Hs, Hs, R, 1, 1, 1), (F, Hs, R, 1, 0, 1), (R, C, Hs, 1, 0, 1), (Hs, C, R, 1, 1, 1)]
-    return [p for p in g if min(p[:3]) > 0]
+    return [p for p in g if min(p[:3]) > 0 and p[5] > 0]
 
 
 def gemm_cost(M, N, Kd, batch, beta):
@@ -816,11 +1019,13 @@ def cublas_step(z):
 
 
 def ssd_calls(z):
-    """The SSD's kernels a step by ssd.cu's dispatch (forward: the scans
-    where they fit, else chunk_summary + chunk_forward; backward: the scan
-    where it fits, else chunk_summary (with the gradients) + chunk_backward;
-    reduce_group after either)."""
-    L, out = z.L, {}
+    """The SSD's kernels a step by ssd.cu's dispatch, for the Lf = L - tail
+    blocks that run in full (forward: the scans where they fit, else
+    chunk_summary + chunk_forward; backward: the scan where it fits, else
+    chunk_summary (with the gradients) + chunk_backward; reduce_group after
+    either); with the tail, block L-1's lr_forward, lr_backward and
+    lr_reduce once each. A kernel of no call a step is left out."""
+    L, out = z.Lf, {}
     bc = "B, C read once per head; states again at nc > 2"
     if scan_forward_fits(z):
         name = "scan_tc_pair_kernel" if scan_pair(z) else "scan_tc_kernel" if z.tc else "scan_forward_kernel"
@@ -838,6 +1043,11 @@ def ssd_calls(z):
     if summ:
         out["chunk_summary_kernel"] = ("ssd.cu", summ, "B, C read once per head")
     out["reduce_group_kernel"] = ("ssd.cu", [reduce_group(z)] * L, "")
+    out = {k: v for k, v in out.items() if v[1]}
+    if z.tail:
+        out["lr_forward_kernel"] = ("ssd_last_row.cu", [lr_forward(z)], "")
+        out["lr_backward_kernel"] = ("ssd_last_row.cu", [lr_backward(z)], "B again for dC's sum, dt again for w")
+        out["lr_reduce_kernel"] = ("ssd_last_row.cu", [lr_reduce(z)], "")
     return out
 
 
@@ -849,33 +1059,43 @@ def step_calls(z):
     its finish and dlog. Without it (few windows: the expected distinct
     bars over 0.8 of the rows) the fused kernels run over the rows
     (vsn_fused_kernel's v mode, no combine; bwd_ds_kernel, not modelled,
-    besides)."""
-    L = z.L
+    besides). dlog: the tile kernel (bwd_dlog_kernel past F = 95). With the
+    tail, block L-1's gated RMSNorm over the last rows (after the full
+    blocks' in the forward, before them in the backward) and
+    m2_add_rows_kernel; conv runs over every row in every block."""
+    L, n = z.L, z.Bsz
     out = ssd_calls(z)
     if z.table:
         out["vsn_fused_kernel"] = ("vsn_forward_fused.cu", [vsn_forward_fused(z)], "weights per block from L2")
-        out["table_combine_kernel"] = ("vsn_forward_fused.cu", [table_combine(z)], "a table row once a window row")
+        if combine_kernel(z) == "tt_combine_kernel":
+            out["tt_combine_kernel"] = ("vsn_train_table.cu", [tt_combine(z)], "")
+        else:
+            out["table_combine4_kernel"] = ("vsn_forward_fused.cu", [table_combine(z)], "a table row once a window row")
         out["tt_grad_kernel"] = ("vsn_train_table.cu", [tt_grad(z)], "a row's dv once a variable, from cache")
     else:
         out["vsn_fused_kernel"] = ("vsn_forward_fused.cu", [vsn_forward_fused(z)], "")
+    if z.tail:
+        out["m2_add_rows_kernel"] = ("mamba2.cu", [add_rows(z)], "")
     out.update({
         "vsn_bwd_fused_kernel": ("vsn_backward_fused.cu", [vsn_backward_fused(z)], "dv from L2 once a variable"),
         "bwd_finish_kernel": ("vsn_backward_fused.cu", [bwd_finish(z)], ""),
-        "bwd_dlog_kernel": ("vsn_backward_fused.cu", [bwd_dlog(z)], "dalpha read twice"),
+        dlog_kernel(z): ("vsn_backward_fused.cu", [bwd_dlog(z)], "dalpha read twice"),
         "sel_tail_group_kernel": ("vsn.cu", [sel_tail_group(z)], ""),
         "elu_bwd_kernel": ("vsn.cu", [elu_bwd(z, z.Hs)], ""),
         "conv_forward_tile_kernel": ("conv1d.cu", [conv_forward(z)] * L, "history rows from cache"),
         "conv_backward_tile_kernel": ("conv1d.cu", [conv_backward(z)] * L, "halo rows from cache"),
         "conv_params_finish_kernel": ("conv1d.cu", [conv_params_finish(z)] * L, ""),
-        "rms_forward_regs_kernel": ("rmsnorm_gated.cu", [rms_forward(z)] * L, ""),
-        "rms_backward_regs_kernel": ("rmsnorm_gated.cu", [rms_backward(z)] * L, ""),
+        "rms_forward_regs_kernel": ("rmsnorm_gated.cu", [rms_forward(z)] * z.Lf + [rms_forward(z, n)] * z.tail, ""),
+        "rms_backward_regs_kernel": ("rmsnorm_gated.cu", [rms_backward(z, n)] * z.tail + [rms_backward(z)] * z.Lf,
+                                     ""),
+        "rms_dw_finish_kernel": ("rmsnorm_gated.cu", rms_dw_finish_calls(z), ""),
         "ln_forward_kernel": ("layernorm.cu", ln_forward_calls(z), ""),
         "ln_backward_dx_kernel": ("layernorm.cu", ln_backward_dx_calls(z), ""),
         "ln_param_grad_kernel": ("layernorm.cu", ln_param_grad_calls(z), ""),
         "colsum_part_kernel": ("linear.cu", colsum_calls(z), ""),
         "colsum_finish_kernel": ("linear.cu", colsum_finish_calls(z), ""),
     })
-    return out
+    return {k: v for k, v in out.items() if v[1]}
 
 # ---- reading the profile -------------------------------------------------------
 
@@ -983,20 +1203,45 @@ def parse_summary(text):
 
 
 
+def kernel_calls(prof, name):
+    """The profile's calls of one of our kernels (by its bare name)."""
+    return sum(c for n, c in prof.calls.items() if base_name(n) == name)
+
+
 def infer_steps(prof, z):
-    """Steps in the capture from scan_backward_kernel's (else
-    chunk_backward_kernel's) calls: L a step."""
+    """Steps in the capture from the first of STEP_MARKERS that the step
+    runs and the profile holds: scan_backward_kernel (or
+    chunk_backward_kernel) L - 1 a step with the tail, L without; else
+    lr_backward_kernel, once a step with the tail."""
+    model = step_calls(z)
     for marker in STEP_MARKERS:
-        calls = sum(c for n, c in prof.calls.items() if base_name(n) == marker)
-        if calls:
+        per, calls = len(model[marker][1]) if marker in model else 0, kernel_calls(prof, marker)
+        if per and calls:
             break
     else:
         return 1, f"no {' or '.join(STEP_MARKERS)} in the profile: 1 step assumed (give --steps)"
-    steps = max(1, round(calls / z.L))
-    note = f"{steps} steps, from {marker}: {calls} calls, {z.L} a step"
-    if calls != steps * z.L:
+    steps = max(1, round(calls / per))
+    note = f"{steps} steps, from {marker}: {calls} calls, {per} a step"
+    if z.tail and marker != "lr_backward_kernel":
+        note += " (L - 1: the last block runs the last-row tail)"
+    if calls != steps * per:
         note += " (not a whole number of steps: rounded)"
     return steps, note
+
+
+def tail_check(prof, z):
+    """A sentence where the profile's path and --tail disagree (None where
+    they agree): the lr_* kernels ran, or did not, against the model's."""
+    lr = kernel_calls(prof, "lr_backward_kernel") + kernel_calls(prof, "lr_forward_kernel")
+    full = sum(kernel_calls(prof, m) for m in STEP_MARKERS[:2])
+    if lr and not z.tail:
+        return (f"the profile has the last-row tail's kernels ({lr} lr_forward / lr_backward calls) but the model "
+                f"counts the full last block (--tail 0{'' if tail_fits(z) else ': the tail does not fit here'}): "
+                f"the step count and the rows are wrong; give --tail 1")
+    if z.tail and not lr and full:
+        return ("the profile has no lr_forward / lr_backward_kernel but the model counts the last-row tail "
+                "(--tail 1): a build run with --last-row-tail 0? give --tail 0")
+    return None
 
 
 # ---- ceilings ------------------------------------------------------------------
@@ -1156,6 +1401,9 @@ def build_rows(prof, z, steps):
         if gemm[0] < steps * len(cub):
             notes.append(f"cuBLAS: {gemm[0]} kernels in {steps} steps, fewer than the {len(cub)} products a step: "
                          f"the capture (or the summary's rows) misses some, so its rates are too high")
+    mismatch = tail_check(prof, z)
+    if mismatch:
+        notes.insert(0, "WARNING: " + mismatch)
     missing = sorted(k for k in model if k not in seen)
     if missing:
         notes.append("modelled, not in the profile (or below a summary's rows): " + ", ".join(missing))
@@ -1183,8 +1431,14 @@ def render(prof, z, steps, steps_note, args, ceil):
     table = (f"training bar table on: the VSN's per-variable GRNs over {z.nb:,} distinct bars ({z.bars_from})"
              if z.table else "training bar table off (expected distinct bars over 0.8 of the rows): the VSN "
                              "over the rows")
+    if z.tail:
+        lr = (f"last-row tail on (--tail 1): block {z.L - 1}'s SSD, gated RMSNorm, out_proj and residual at the "
+                f"{z.Bsz:,} last rows")
+    else:
+        lr = "last-row tail off (--tail 0" + ("" if tail_fits(z) else ", or its SSD does not fit") + \
+               "): every block over every row"
     out = [f"Roofline of one training step: preset {args.preset}, {z.Bsz:,} windows ({z.R:,} rows), "
-           f"{z.precision}; {steps_note}; {table}.", ceil.line(), ""]
+           f"{z.precision}; {steps_note}; {table}; {lr}.", ceil.line(), ""]
     out.append("| " + " | ".join(HEADER) + " |")
     out.append("|" + "---|" * len(HEADER))
     for r in [whole] + shown + [tail]:
@@ -1251,6 +1505,7 @@ SAMPLE_CSV = "\n".join(
               "32,900"),
      ncu_line(4, SB, "msecond", "2.6"), ncu_line(5, SB, "msecond", "2.9")]) + "\n"
 
+# the samples above and below: 2 steps of the build before the tail (4 scan_backward_kernel calls)
 SAMPLE_SUMMARY = """358 kernel launches, 32.25 ms in all
 kernel                                                                    calls   total us   mean us  share
 void scan_backward_kernel<8, 1>                                               4    10918.8    2729.7  33.9%
@@ -1261,21 +1516,57 @@ void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, f       30 
 """
 
 
+# 2 steps with the tail: rows of bench/results/2026-12-02-profile-merged.txt (2,048 windows, bf16)
+SAMPLE_SUMMARY_TAIL = """364 kernel launches, 23.90 ms in all
+kernel                                                                    calls   total us   mean us  share
+void scan_backward_kernel<8, 1>                                               2     5507.8    2753.9  23.0%
+scan_tc_pair_kernel                                                           2     1099.6     549.8   4.6%
+lr_backward_kernel                                                            2      741.6     370.8   3.1%
+void rms_backward_regs_kernel<2>                                              4      728.1     182.0   3.0%
+reduce_group_kernel                                                           2      296.3     148.1   1.2%
+lr_forward_kernel                                                             2      167.1      83.6   0.7%
+"""
+
+
+def synthetic_profile(z, steps):
+    """A profile of `steps` whole steps as the model runs them at z: each
+    modelled kernel its calls a step times steps (10 us a call), the cuBLAS
+    products one GEMM kernel each."""
+    prof = Profile()
+    for name, (_, costs, _) in step_calls(z).items():
+        prof.add(name, steps * len(costs), steps * len(costs) * 10.0)
+    prof.add("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", steps * len(cublas_step(z)), 100.0)
+    return prof
+
+
+def per_step_calls(prof, z, steps):
+    """Kernel -> calls a step as build_rows reads them, and its notes."""
+    rows, _, notes, _ = build_rows(prof, z, steps)
+    return {r.name: r.calls for r in rows if not r.name.startswith("cuBLAS")}, notes
+
+
 class Tiny:
     """Sizes of the self-test's one small chunk."""
     P, N, nc = 1, 1, 1
 
 
+class Tiny96:
+    """F = 96: past the dlog tile's 48 KB (4 x 32 x 97 floats)."""
+    F = 96
+
+
 class Args:
     """The flags render and Ceilings read, as main's defaults give them."""
     ceilings = copy_gbps = fp32_tflops = gemm_tflops = tf32_tflops = None
-    preset, top, summary, precision = "default", 0, "x", "bf16"
+    preset, top, summary, precision, tail = "default", 0, "x", "bf16", 1
 
 
 def selftest():
-    z = Sizes("default", 2048)  # bf16, the default 70,000 bars
+    z = Sizes("default", 2048)  # bf16, the default 70,000 bars, the tail on
+    z0 = Sizes("default", 2048, tail=0)  # the full last block (ssmtrade bench --last-row-tail 0)
     zf = Sizes("default", 2048, "fp32")
     sb, sp, sf = scan_backward(z), scan_forward(z), scan_forward(zf)
+    lf, lb, lrr = lr_forward(z), lr_backward(z), lr_reduce(z)
     checks = [
         ("rows", z.R, 131072), ("d_inner, heads, conv_dim, in_proj_out", (z.di, z.H, z.conv, z.io), (256, 8, 384, 648)),
         ("chunks", z.chunks, [32, 32]),
@@ -1297,24 +1588,73 @@ def selftest():
         ("table_combine FLOPs, bytes, design",
          (table_combine(z).flops, table_combine(z).bytes, table_combine(z).design),
          (335_544_320, 396_673_024, 709_361_664)),
+        # 4 (R (F + 1 + Dv) + nb P + nb + 1) = 4 (9,568,256 + 89,600,000 + 70,001)
+        ("tt_combine FLOPs, bytes; the training combine", (tt_combine(z).flops, tt_combine(z).bytes, combine_kernel(z)),
+         (335_544_320, 396_953_028, "tt_combine_kernel")),
+        ("the dlog kernel at F = 40, at 96", (dlog_kernel(z), dlog_kernel(Tiny96())),
+         ("bwd_dlog_tile_kernel", "bwd_dlog_kernel")),
+        # a window: 5 H K 2,560 + 2 G K N 8,192 + (2K + 2) H p 33,280 = 44,032; 4 (R 328 + Bsz 320 + 16)
+        ("lr_forward FLOPs, bytes", (lf.flops, lf.bytes), (90_177_536, 174_587_968)),
+        # a window: 14 H K 7,168 + 4 H K p 65,536 + 2 H p 512 + 5 G K N 20,480 = 93,696;
+        # 4 (R (2 H p + 3 G N + 2 H) 720 + Bsz (G N + H p + 2 H) 336 + 2 H); design + 4 R (G N + H)
+        ("lr_backward FLOPs, bytes, design", (lb.flops, lb.bytes, lb.design),
+         (191_889_408, 380_239_936, 417_988_672)),
+        ("lr_reduce FLOPs, bytes (2 Bsz H + 2 H; 4 (2 Bsz H + 4 H))", (lrr.flops, lrr.bytes), (32_784, 131_200)),
+        # 8 H K + 4 (G N + G K + H K + H p + 2 H K + G K) = 4,096 + 4 x 1,984
+        ("lr shared memory a window (backward); tail fits: default, large, K = 4,096",
+         (lr_smem_bytes(64, 8, 32, 1, 64, 1), z.tail, Sizes("large", 64).tail,
+          lr_smem_bytes(4096, 8, 32, 1, 64, 1) <= SMEM_OPTIN), (12_032, True, True, False)),
+        # over the 2,048 last rows: 9 n di + 4 n; 4 (3 n di + n + di); 21 n di + 2 n; + 8 x 16 splits x di
+        ("the tail's rms_forward FLOPs, bytes", (rms_forward(z, 2048).flops, rms_forward(z, 2048).bytes),
+         (4_726_784, 6_300_672)),
+        ("the tail's rms_backward FLOPs, bytes, splits",
+         (rms_backward(z, 2048).flops, rms_backward(z, 2048).bytes, rms_bwd_splits(z, 2048)),
+         (11_014_144, 10_527_744, 16)),
+        # the tail's LayerNorm: no copy in the forward (4 (2 R D + 2 R + 2 D)), no residual in the backward
+        ("the tail's LayerNorms: forward bytes, dx FLOPs and bytes",
+         (ln_forward_calls(z)[1].bytes, ln_backward_dx_calls(z)[1].flops, ln_backward_dx_calls(z)[1].bytes),
+         (135_267_328, 168_296_448, 202_375_680)),
+        ("m2_add_rows FLOPs, bytes (Bsz D; 12 Bsz D)", (add_rows(z).flops, add_rows(z).bytes), (262_144, 3_145_728)),
         ("rms_backward_regs FLOPs, bytes", (rms_backward(z).flops, rms_backward(z).bytes), (704_905_216, 673_711_104)),
         ("rms_forward_regs FLOPs, bytes", (rms_forward(z).flops, rms_forward(z).bytes), (302_514_176, 403_178_496)),
         ("bwd_dlog FLOPs, bytes", (bwd_dlog(z).flops, bwd_dlog(z).bytes), (20_971_520, 83_886_080)),
         ("sel_tail_group FLOPs, bytes", (sel_tail_group(z).flops, sel_tail_group(z).bytes), (94_896_128, 147_849_536)),
         ("conv_forward bytes", conv_forward(z).bytes, 402_660_864),
         ("in_proj forward FLOPs", gemm_cost(z.R, z.io, z.D, 1, 0).flops, 21_743_271_936),
-        ("cuBLAS products a step", len(cublas_step(z)), 41),
+        ("cuBLAS products a step: tail on, off", (len(cublas_step(z)), len(cublas_step(z0))), (43, 41)),
+        # out_proj forward, dX, dW and in_proj's z columns' dX, dW over Bsz rows, not R: 5 x 2 (R - Bsz) D di
+        ("cuBLAS FLOPs the tail saves",
+         sum(c.flops for c in cublas_step(z0)) - sum(c.flops for c in cublas_step(z)), 42_278_584_320),
         ("colsum calls a step (the profile's 26 in 2 steps)", len(colsum_calls(z)), 13),
         ("colsum_finish calls a step (38 in 2 steps)", len(colsum_finish_calls(z)), 19),
         ("LayerNorm calls a step: forward, dx, params (6, 8, 6 in 2 steps)",
          (len(ln_forward_calls(z)), len(ln_backward_dx_calls(z)), len(ln_param_grad_calls(z))), (3, 4, 3)),
         ("SSD staged and fused: default yes, large no", (ssd_fused(z), ssd_fused(Sizes("large", 64))), (True, False)),
-        ("SSD kernels: bf16, fp32, large",
-         (sorted(ssd_calls(z)), sorted(ssd_calls(zf)), sorted(ssd_calls(Sizes("large", 64)))),
+        ("SSD kernels without the tail: bf16, fp32, large",
+         (sorted(ssd_calls(z0)), sorted(ssd_calls(Sizes("default", 2048, "fp32", tail=0))),
+          sorted(ssd_calls(Sizes("large", 64, tail=0)))),
          (["reduce_group_kernel", "scan_backward_kernel", "scan_tc_pair_kernel"],
           ["reduce_group_kernel", "scan_backward_kernel", "scan_forward_kernel"],
           # large: P N = 8,192 > 2,048 (the chunk backward); K = 2Q = 128, Q = 64: the pair kernel
           ["chunk_backward_kernel", "chunk_summary_kernel", "reduce_group_kernel", "scan_tc_pair_kernel"])),
+        ("SSD calls a step: tail on (L - 1 full blocks), off",
+         ({k: len(v[1]) for k, v in ssd_calls(z).items()}, {k: len(v[1]) for k, v in ssd_calls(z0).items()}),
+         ({"scan_tc_pair_kernel": 1, "scan_backward_kernel": 1, "reduce_group_kernel": 1, "lr_forward_kernel": 1,
+           "lr_backward_kernel": 1, "lr_reduce_kernel": 1},
+          {"scan_tc_pair_kernel": 2, "scan_backward_kernel": 2, "reduce_group_kernel": 2})),
+        # large, tail on: 3 full blocks, the chunk kernels' summaries one a direction a block
+        ("large with the tail: chunk_summary, chunk_backward, lr_backward calls",
+         tuple(len(ssd_calls(Sizes("large", 64))[k][1]) for k in
+               ("chunk_summary_kernel", "chunk_backward_kernel", "lr_backward_kernel")), (3, 3, 1)),
+        ("tiny (L = 1) with the tail: no scan, the lr kernels",
+         sorted(ssd_calls(Sizes("tiny", 64))), ["lr_backward_kernel", "lr_forward_kernel", "lr_reduce_kernel"]),
+        ("norms a step with the tail: rms forward rows, rms backward rows, rms_dw_finish, m2_add_rows",
+         ([c.flops for c in step_calls(z)["rms_forward_regs_kernel"][1]] == [rms_forward(z).flops,
+                                                                             rms_forward(z, 2048).flops],
+          [c.bytes for c in step_calls(z)["rms_backward_regs_kernel"][1]] == [rms_backward(z, 2048).bytes,
+                                                                              rms_backward(z).bytes],
+          len(step_calls(z)["rms_dw_finish_kernel"][1]), len(step_calls(z)["m2_add_rows_kernel"][1]),
+          "m2_add_rows_kernel" in step_calls(z0)), (True, True, 2, 1, False)),
         # a chunk of L = 2, P = N = 1 (c = 0): a 2, M 3 x 5 + 1 segment add, Y 2 x 3, D X 4
         ("chunk_forward one small chunk", forward_chunk_flops(Tiny(), 2, 0), 28),
     ]
@@ -1336,19 +1676,53 @@ def selftest():
          round(prof.us["void vsn_bwd_fused_kernel<32, 1>"] + prof.us["void scan_backward_kernel<8, 1>"], 3),
          2198.5 + 11000.0),
         ("CSV gemm", is_gemm("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x5_nt_align4>"), True),
-        ("CSV steps", infer_steps(prof, z)[0], 2),
+        ("CSV steps (tail off: 4 scan_backward calls, 2 a step)", infer_steps(prof, z0)[0], 2),
     ]
     summ = parse_summary(SAMPLE_SUMMARY)
-    text = render(summ, z, 2, "2 steps (--steps)", Args(), ceil)
+    text = render(summ, z0, 2, "2 steps (--steps)", Args(), ceil)
     checks += [
         ("summary rows", summ.calls["void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, f"], 30),
         ("summary whole capture", (summ.launches, round(summ.total_us, 1)), (358, 32250.0)),
         ("summary untemplated name", base_name("scan_tc_pair_kernel"), "scan_tc_pair_kernel"),
-        ("summary steps", infer_steps(summ, z)[0], 2),
+        ("summary steps (tail off)", infer_steps(summ, z0)[0], 2),
         ("summary: the first table only", parse_summary(SAMPLE_SUMMARY + SAMPLE_SUMMARY).launches, 358),
         ("the table names bf16 and the TF32 figure",
          ("bf16;" in text, "TF32 WMMA tiles 495.0 TFLOP/s" in text, "| scan_backward_kernel | 2 |" in text),
          (True, True, True)),
+    ]
+    # synthetic profiles of 2 whole steps: each kernel's calls a step recovered, the tail on and off
+    for name, zz in (("tail on", z), ("tail off", z0), ("tiny, tail on (L = 1)", Sizes("tiny", 64)),
+                     ("fp32, tail on", zf), ("large, tail on", Sizes("large", 64))):
+        syn = synthetic_profile(zz, 2)
+        steps, note = infer_steps(syn, zz)
+        calls, notes = per_step_calls(syn, zz, steps)
+        want = {k: len(v[1]) for k, v in step_calls(zz).items()}
+        checks += [(f"synthetic 2 steps, {name}: steps; calls a step; no count or tail note",
+                    (steps, calls == want, [n for n in notes if "a step expected" in n or "WARNING" in n]),
+                    (2, True, []))]
+    on, off = synthetic_profile(z, 2), synthetic_profile(z0, 2)
+    checks += [
+        ("a tail-on profile read with --tail 0: 1 step and a warning",
+         (infer_steps(on, z0)[0], tail_check(on, z0) is not None), (1, True)),
+        ("a tail-off profile read with --tail 1: 4 steps and a warning",
+         (infer_steps(off, z)[0], tail_check(off, z) is not None), (4, True)),
+        ("the step's marker: scan_backward with the tail, lr_backward at L = 1",
+         (infer_steps(on, z)[1], infer_steps(synthetic_profile(Sizes("tiny", 64), 2), Sizes("tiny", 64))[1]),
+         ("2 steps, from scan_backward_kernel: 2 calls, 1 a step (L - 1: the last block runs the last-row tail)",
+          "2 steps, from lr_backward_kernel: 2 calls, 1 a step")),
+    ]
+    summ = parse_summary(SAMPLE_SUMMARY_TAIL)
+    text = render(summ, z, *infer_steps(summ, z), Args(), ceil)
+    checks += [
+        ("2026-12-02 rows (tail on): steps", infer_steps(summ, z)[0], 2),
+        ("2026-12-02 rows: the whole step, scan_backward, lr_backward, rms_backward (2 a step: R and Bsz rows)",
+         tuple(any(line.startswith(row) for line in text.splitlines()) for row in (
+             "| whole step (all kernels) | 182 | 11.950 |", "| scan_backward_kernel | 1 | 2.754 | 20.5 G | 1.02 GB |",
+             "| lr_backward_kernel | 1 | 0.371 | 192 M | 380 MB |",
+             "| rms_backward_regs_kernel | 2 | 0.364 | 358 M |")),
+         (True, True, True, True)),
+        ("2026-12-02 rows: no tail warning with --tail 1, one with --tail 0",
+         ("WARNING" in text, "WARNING" in render(summ, z0, 1, "1 step", Args(), ceil)), (False, True)),
     ]
     failed = 0
     for what, got, want in checks:
@@ -1379,6 +1753,9 @@ def main():
                                              "scaled by the expected count elsewhere)")
     ap.add_argument("--market-bars", type=int, default=MARKET_BARS,
                     help=f"bars of the market the windows are drawn from (default {MARKET_BARS:,})")
+    ap.add_argument("--tail", type=int, default=1, choices=(0, 1),
+                    help="the last block's last-row tail: 1 (default, the build's) or 0 (a profile of "
+                         "`ssmtrade bench --last-row-tail 0`, the full last block)")
     ap.add_argument("--steps", type=int, help="training steps in the capture (default: inferred)")
     ap.add_argument("--top", type=int, default=0, help="kernel rows to show (default all)")
     ap.add_argument("--selftest", action="store_true")
@@ -1396,7 +1773,7 @@ def main():
     except (OSError, ValueError) as e:
         print(f"kernel_roofline.py: {path}: {e}", file=sys.stderr)
         return 2
-    z = Sizes(args.preset, args.windows, args.precision, args.bars, args.market_bars)
+    z = Sizes(args.preset, args.windows, args.precision, args.bars, args.market_bars, args.tail)
     steps, note = (args.steps, f"{args.steps} steps (--steps)") if args.steps else infer_steps(prof, z)
     print(render(prof, z, steps, note, args, ceil))
     return 0

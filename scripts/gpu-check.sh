@@ -186,10 +186,12 @@ if has profile; then
     if [ "${what%% *}" = train ]; then
       ceil=""
       [ -f "$OUT/ours.json" ] && ceil="--ceilings $OUT/ours.json"
-      # shellcheck disable=SC2086
       win=$(echo "$what" | sed -n 's/.*--windows \([0-9]*\).*/\1/p')
-      python3 bench/kernel_roofline.py "$OUT/ncu.csv" --precision ${PROFILE_PRECISION:-fp32} --windows "${win:-2048}" $ceil |
-        tee -a "$OUT/profile.txt"
+      # the last-row tail as the run had it (a PROFILE_WHAT with --last-row-tail 0: the full last block)
+      tail=$(echo "$what" | sed -n 's/.*--last-row-tail \([01]\).*/\1/p')
+      # shellcheck disable=SC2086
+      python3 bench/kernel_roofline.py "$OUT/ncu.csv" --precision ${PROFILE_PRECISION:-fp32} --windows "${win:-2048}" \
+        --tail "${tail:-1}" $ceil | tee -a "$OUT/profile.txt"
     fi
   done
   rm -f "$OUT/ncu.csv" "$OUT/ncu.err"

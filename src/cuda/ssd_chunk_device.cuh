@@ -36,10 +36,12 @@ struct ssd_chunk {
     double A, D;
 };
 
-__device__ static inline ssd_chunk chunk_of(const ssd_dev_args &a, int blk) {
+/* Chunk c of (window, head) bh = b H + h: a caller that walks a block's
+ * chunks knows bh and c without chunk_of's divisions. */
+__device__ static inline ssd_chunk chunk_at(const ssd_dev_args &a, size_t bh, int c) {
     ssd_chunk k;
-    k.c = blk % a.nc;
-    k.bh = (size_t)(blk / a.nc);
+    k.c = c;
+    k.bh = bh;
     k.h = (int)(k.bh % (size_t)a.H);
     k.b = (int)(k.bh / (size_t)a.H);
     int g = k.h / (a.H / a.G);
@@ -55,6 +57,11 @@ __device__ static inline ssd_chunk chunk_of(const ssd_dev_args &a, int blk) {
     k.A = (double)a.A[k.h];
     k.D = a.Dskip ? (double)a.Dskip[k.h] : 0.0;
     return k;
+}
+
+/* The chunk of block blk of the chunk-parallel kernels (bh nc + c). */
+__device__ static inline ssd_chunk chunk_of(const ssd_dev_args &a, int blk) {
+    return chunk_at(a, (size_t)(blk / a.nc), blk % a.nc);
 }
 
 /* Element accessors of a chunk's rows (local row t). */

@@ -37,6 +37,12 @@
  *
  * Each output tile has one warp that owns it: no atomics, every sum in a
  * fixed order (the WMMA's own), bit-identical run to run.
+ *
+ * Every step takes a shape policy S (cuda/ssd_shape.cuh): ssd_shape_any
+ * indexes with the call's Q, P, N, L and blockDim.x, ssd_shape_fixed with
+ * constants (no division in the elementwise loops, which unroll where
+ * their trip counts are constants; the k-step loop stays rolled): the
+ * same arithmetic in the same order, the same bits.
  * bench/emu_scan_backward_tc.py emulates the offsets, views, k-ranges and
  * phases below in float64 (and with TF32 rounding: ~3e-4 relative per
  * product at the default shape); keep it in step with this file. */
@@ -46,6 +52,8 @@
 #include <cuda_pipeline.h>
 #include <mma.h>
 #include <stdint.h>
+
+#include "cuda/ssd_shape.cuh"
 
 /* Row-stride padding of the TC layout's staged rows and states. */
 #define SSD_TC_PAD 4
@@ -87,36 +95,26 @@ __device__ static inline ssd_tc_rows tc_rows(const ssd_bwd_smem &m, int Q, int P
  * every copy of the thread issued before any is waited for (the plain
  * loop's store waited on each load: one global round trip in flight a
  * warp). 16 bytes a copy where src and ld put every row start on 16 bytes
- * (cols and dld are multiples of 4 under the rule), else 4; each copy's
- * (row, column) steps by blockDim.x copies, one division a call. The caller
+ * (cols and dld are multiples of 4 under the rule), else 4. The caller
  * waits (tc_stage_wait) before the barrier that precedes the first read. */
+template <class S>
 __device__ static inline void tc_stage_rows(const float *src, int ld, int rows, int cols, float *dst, int dld) {
     const int vec = (((uintptr_t)src | (uintptr_t)ld * sizeof(float)) & 15) == 0 ? 4 : 1;
-    const int per_row = cols / vec, total = rows * per_row, step = (int)blockDim.x;
-    const int dr = step / per_row, dc = step % per_row;
-    int r = (int)threadIdx.x / per_row, c = (int)threadIdx.x % per_row;
-    for (int idx = (int)threadIdx.x; idx < total; idx += step) {
-        const float *s = src + (size_t)r * ld + (size_t)c * vec;
-        float *d = dst + (size_t)r * dld + (size_t)c * vec;
-        if (vec == 4)
-            __pipeline_memcpy_async(d, s, 16);
-        else
-            __pipeline_memcpy_async(d, s, sizeof(float));
-        r += dr, c += dc;
-        if (c >= per_row) c -= per_row, r++;
-    }
+    ssd_copy_rows_async<S>(src, ld, rows, cols, dst, dld, vec);
 }
 
 /* The chunk's rows of X, B (and C, dY when asked) into the TC layout by
  * cp.async, k pointing there afterwards (so that the SIMT steps' x_at etc.
  * read them); callers tc_stage_wait, then __syncthreads before reading, and
  * may issue other loads in between. */
+template <class S>
 __device__ static inline void tc_stage_chunk(const ssd_dev_args &a, ssd_chunk &k, const ssd_tc_rows &r, int want_c,
                                              int want_dy) {
-    tc_stage_rows(k.X, k.xs, k.L, a.P, r.X, r.xs), k.X = r.X, k.xs = r.xs;
-    tc_stage_rows(k.B, k.bs, k.L, a.N, r.B, r.bs), k.B = r.B, k.bs = r.bs;
-    if (want_c) tc_stage_rows(k.C, k.cs, k.L, a.N, r.C, r.bs), k.C = r.C, k.cs = r.bs;
-    if (want_dy) tc_stage_rows(k.dY, k.dys, k.L, a.P, r.dY, r.xs), k.dY = r.dY, k.dys = r.xs;
+    const int L = S::L(k), P = S::P(a), N = S::N(a);
+    tc_stage_rows<S>(k.X, k.xs, L, P, r.X, r.xs), k.X = r.X, k.xs = r.xs;
+    tc_stage_rows<S>(k.B, k.bs, L, N, r.B, r.bs), k.B = r.B, k.bs = r.bs;
+    if (want_c) tc_stage_rows<S>(k.C, k.cs, L, N, r.C, r.bs), k.C = r.C, k.cs = r.bs;
+    if (want_dy) tc_stage_rows<S>(k.dY, k.dys, L, P, r.dY, r.xs), k.dY = r.dY, k.dys = r.xs;
     __pipeline_commit();
 }
 
@@ -140,6 +138,7 @@ template <bool A_ROW, bool B_ROW>
 __device__ static inline void mma(acc_t &acc, const float *a, int lda, const float *b, int ldb, int kn) {
     wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, typename layout<A_ROW>::type> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, typename layout<B_ROW>::type> fb;
+#pragma unroll 1 /* rolled: unrolled k-steps at a fixed shape cost the 80-register budget spills */
     for (int k0 = 0; k0 < kn; k0 += 8) {
         wmma::load_matrix_sync(fa, a + (A_ROW ? (size_t)k0 : (size_t)k0 * (size_t)lda), lda);
         wmma::load_matrix_sync(fb, b + (B_ROW ? (size_t)k0 * (size_t)ldb : (size_t)k0), ldb);
@@ -163,9 +162,9 @@ __device__ static inline int lane() { return (int)(threadIdx.x % 32); }
  * exp(cum[i]) and last[i] = exp(cum[L-1] - cum[i]) in double as the SIMT
  * step's (whose segment sums add the same terms in another order: ~1e-16
  * apart), de = 0. Lm then reads cum (after a barrier). */
-__device__ static inline void tc_decays(const ssd_chunk &k, ssd_bwd_smem &m) {
+template <class S> __device__ static inline void tc_decays(const ssd_chunk &k, ssd_bwd_smem &m) {
     if (ssd_tc::warp_id() != 0) return;
-    const int L = k.L, lane = ssd_tc::lane();
+    const int L = S::L(k), lane = ssd_tc::lane();
     double carry = 0;
     for (int i0 = 0; i0 < L; i0 += 32) {
         const int i = i0 + lane;
@@ -194,21 +193,22 @@ __device__ static inline void tc_decays(const ssd_chunk &k, ssd_bwd_smem &m) {
  * an operand; bench/notes-scan-backward-float.md), everything above the
  * diagonal 0.
  * Contains a barrier: all threads call it. */
+template <class S>
 __device__ static inline void tc_products(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                           const ssd_tc_rows &r) {
     using namespace ssd_tc;
-    const int L = k.L, l16 = L / 16;
-    tc_decays(k, m);
+    const int L = S::L(k), l16 = L / 16;
+    tc_decays<S>(k, m);
     for (int tile = warp_id(); tile < 2 * l16 * l16; tile += SSD_TC_WARPS) {
         const int which = tile / (l16 * l16), ti = (tile % (l16 * l16)) / l16, si = tile % l16;
         if (si > ti) continue; /* wholly above the diagonal: zeros, below */
         acc_t acc;
         wmma::fill_fragment(acc, 0.0f);
         if (which == 0) { /* G[t, s] = C_t . B_s: C row-major, B^T as B col-major */
-            mma<true, false>(acc, r.C + (size_t)16 * ti * r.bs, r.bs, r.B + (size_t)16 * si * r.bs, r.bs, a.N);
+            mma<true, false>(acc, r.C + (size_t)16 * ti * r.bs, r.bs, r.B + (size_t)16 * si * r.bs, r.bs, S::N(a));
             wmma::store_matrix_sync(m.G + (size_t)16 * ti * L + 16 * si, acc, L, wmma::mem_row_major);
         } else { /* dM[t, s] = dY_t . X_s */
-            mma<true, false>(acc, r.dY + (size_t)16 * ti * r.xs, r.xs, r.X + (size_t)16 * si * r.xs, r.xs, a.P);
+            mma<true, false>(acc, r.dY + (size_t)16 * ti * r.xs, r.xs, r.X + (size_t)16 * si * r.xs, r.xs, S::P(a));
             wmma::store_matrix_sync(m.dM + (size_t)16 * ti * L + 16 * si, acc, L, wmma::mem_row_major);
         }
     }
@@ -242,8 +242,8 @@ __device__ static inline double tc_warp_shares(double *red, double v, int want) 
  * after a barrier the column's 8 sums add in warp order into dd[s] (another
  * order than bwd_intra's, ~1e-16 apart). Contains barriers; the caller
  * synchronises after (dd complete). */
-__device__ static inline void tc_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
-    const int L = k.L, lane = ssd_tc::lane(), w = ssd_tc::warp_id();
+template <class S> __device__ static inline void tc_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = S::L(k), lane = ssd_tc::lane(), w = ssd_tc::warp_id();
     for (int s0 = 0; s0 < L; s0 += 32) {
         if (s0 > 0) __syncthreads(); /* the last block's sums are read */
         const int s = s0 + lane;
@@ -268,27 +268,31 @@ __device__ static inline void tc_intra(const ssd_chunk &k, ssd_bwd_smem &m) {
 /* Step 4 on the tensor cores: xds = X dS_out and dys = dY S_in ([L, N],
  * a warp a tile; zeros where the chunk has no such state), then the SIMT
  * step's sum(dS_out o S_in) and its per-row terms. Contains barriers. */
+template <class S>
 __device__ static inline void tc_boundary(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                           const ssd_tc_rows &r) {
     using namespace ssd_tc;
-    const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc, l16 = L / 16, n16 = a.N / 16;
-    const size_t pn = (size_t)a.P * (size_t)a.N;
+    const int L = S::L(k), N = S::N(a), P = S::P(a), has_in = k.c > 0, has_out = k.c + 1 < a.nc;
+    const int l16 = L / 16, n16 = N / 16;
+    const size_t pn = (size_t)P * (size_t)N;
     for (int tile = warp_id(); tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
         const int which = tile / (l16 * n16), ti = (tile % (l16 * n16)) / n16, ni = tile % n16;
         acc_t acc;
         wmma::fill_fragment(acc, 0.0f);
         if (which == 0) {
-            if (has_out) mma<true, true>(acc, r.X + (size_t)16 * ti * r.xs, r.xs, r.dSo + 16 * ni, r.sld, a.P);
-            wmma::store_matrix_sync(m.xds + (size_t)16 * ti * a.N + 16 * ni, acc, a.N, wmma::mem_row_major);
+            if (has_out) mma<true, true>(acc, r.X + (size_t)16 * ti * r.xs, r.xs, r.dSo + 16 * ni, r.sld, P);
+            wmma::store_matrix_sync(m.xds + (size_t)16 * ti * N + 16 * ni, acc, N, wmma::mem_row_major);
         } else {
-            if (has_in) mma<true, true>(acc, r.dY + (size_t)16 * ti * r.xs, r.xs, r.Sin + 16 * ni, r.sld, a.P);
-            wmma::store_matrix_sync(m.dys + (size_t)16 * ti * a.N + 16 * ni, acc, a.N, wmma::mem_row_major);
+            if (has_in) mma<true, true>(acc, r.dY + (size_t)16 * ti * r.xs, r.xs, r.Sin + 16 * ni, r.sld, P);
+            wmma::store_matrix_sync(m.dys + (size_t)16 * ti * N + 16 * ni, acc, N, wmma::mem_row_major);
         }
     }
     double ddc = 0; /* as bwd_boundary: this thread's share of sum(dS_out o S_in), into red */
     if (has_in && has_out)
-        for (size_t j = threadIdx.x; j < pn; j += blockDim.x)
-            ddc += (double)r.dSo[(j / a.N) * r.sld + j % a.N] * (double)r.Sin[(j / a.N) * r.sld + j % a.N];
+        for (size_t j = threadIdx.x; j < pn; j += S::threads()) {
+            const size_t at = (j / N) * r.sld + j % N;
+            ddc += (double)r.dSo[at] * (double)r.Sin[at];
+        }
     m.red[threadIdx.x] = ddc;
     __syncthreads();
     /* bwd_boundary's per-row terms, a warp a row (lanes along n: 32
@@ -299,9 +303,12 @@ __device__ static inline void tc_boundary(const ssd_dev_args &a, const ssd_chunk
 #pragma unroll 1
     for (int i = warp_id(); i < L; i += SSD_TC_WARPS) {
         double dw = 0, de = 0;
-        for (int n = ln; n < a.N; n += 32) {
-            if (has_out) dw += (double)b_at(a, k, i, n) * m.xds[(size_t)i * a.N + n];
-            if (has_in) de += (double)c_at(a, k, i, n) * m.dys[(size_t)i * a.N + n];
+#pragma unroll
+        for (int n0 = 0; n0 < N; n0 += 32) { /* n = n0 + ln: a constant trip count where N is */
+            const int n = n0 + ln;
+            if (n >= N) break;
+            if (has_out) dw += (double)b_at(a, k, i, n) * m.xds[(size_t)i * N + n];
+            if (has_in) de += (double)c_at(a, k, i, n) * m.dys[(size_t)i * N + n];
         }
         for (int o = 16; o > 0; o /= 2) {
             dw += __shfl_xor_sync(0xffffffffu, dw, o);
@@ -336,8 +343,8 @@ __device__ static inline void tc_boundary(const ssd_dev_args &a, const ssd_chunk
  * lane storing its exclusive prefix (the lane below's, lane 0 the carry)
  * for s <= t. Another order than bwd_prefix_rows' serial sum (~1e-16
  * apart, double, rounded to float as it does). */
-__device__ static inline void tc_prefix_rows(const ssd_chunk &k, ssd_bwd_smem &m) {
-    const int L = k.L, has_in = k.c > 0, ln = ssd_tc::lane();
+template <class S> __device__ static inline void tc_prefix_rows(const ssd_chunk &k, ssd_bwd_smem &m) {
+    const int L = S::L(k), has_in = k.c > 0, ln = ssd_tc::lane();
 #pragma unroll 1
     for (int t = ssd_tc::warp_id(); t < L; t += SSD_TC_WARPS) { /* t is the warp's: the shuffles see all lanes */
         float *Rt = m.Lm + (size_t)t * L;
@@ -359,32 +366,51 @@ __device__ static inline void tc_prefix_rows(const ssd_chunk &k, ssd_bwd_smem &m
 /* bwd_steps with steps 2 and 4 on the tensor cores, after tc_stage_chunk
  * (its copies are waited for after the dt loads). The caller synchronises
  * after. */
+template <class S>
 __device__ static inline void tc_steps(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                        const ssd_tc_rows &r) {
     load_decays(a, k, m.ai, m.dtv);
     tc_stage_wait();
     __syncthreads();
-    tc_products(a, k, m, r);
+    tc_products<S>(a, k, m, r);
     __syncthreads();
-    tc_intra(k, m);
+    tc_intra<S>(k, m);
     __syncthreads();
-    tc_boundary(a, k, m, r);
+    tc_boundary<S>(a, k, m, r);
     __syncthreads();
-    tc_prefix_rows(k, m);
+    tc_prefix_rows<S>(k, m);
+}
+
+/* Step 7's row factors as floats, formed once a row instead of once an
+ * element: w_t = (float)(last[t] dt_t) and (float)e[t], in the 2Q floats
+ * of m.ai (free once tc_decays has read it; the next chunk's decays
+ * overwrite it after the chunk's last barrier). */
+struct ssd_tc_scales {
+    float *w, *e;
+};
+__device__ static inline ssd_tc_scales tc_scales(const ssd_bwd_smem &m, int Q) {
+    ssd_tc_scales f;
+    f.w = (float *)m.ai;
+    f.e = f.w + Q;
+    return f;
 }
 
 /* Step 6 (bwd_decay_grads' math) with da_i = sum_{t>=i} R[t, i] over the
  * warps instead of a lane's 32 dependent adds: for each block of 32
  * columns, lane i of warp w sums rows t = w, w + 8, ... (t >= i), the 8
  * shares added in warp order by warp 0 after a barrier (as tc_intra;
- * another order than the SIMT sum, ~1e-16 apart); then, after another
- * barrier, each thread's share of sum dY o X into red (as the SIMT step).
- * Contains barriers; the caller synchronises after. */
+ * another order than the SIMT sum, ~1e-16 apart), warp 0 also forming
+ * step 7's row factors (tc_scales); then, after another barrier, each
+ * thread's share of sum dY o X into red (as the SIMT step). Contains
+ * barriers; the caller synchronises after. */
+template <class S>
 __device__ static inline void tc_decay_grads(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m) {
-    const int L = k.L, lane = ssd_tc::lane(), w = ssd_tc::warp_id();
+    const int L = S::L(k), P = S::P(a), lane = ssd_tc::lane(), w = ssd_tc::warp_id();
+    const ssd_tc_scales f = tc_scales(m, S::Q(a));
     double pd = 0;
-    for (int idx = threadIdx.x; idx < L * a.P; idx += blockDim.x) {
-        const int t = idx / a.P, p = idx % a.P;
+#pragma unroll
+    for (int idx = threadIdx.x; idx < L * P; idx += S::threads()) {
+        const int t = idx / P, p = idx % P;
         pd += (double)dy_at(a, k, t, p) * (double)x_at(a, k, t, p);
     }
     for (int i0 = 0; i0 < L; i0 += 32) {
@@ -398,6 +424,7 @@ __device__ static inline void tc_decay_grads(const ssd_dev_args &a, const ssd_ch
         if (w == 0 && i < L) {
             a.ddt[(k.row0 + (size_t)i) * (size_t)a.ddt_stride + (size_t)k.h] = (float)(m.dd[i] + k.A * da);
             m.sa[i] = m.dtv[i] * da;
+            f.w[i] = (float)(m.last[i] * m.dtv[i]), f.e[i] = (float)m.e[i];
         }
     }
     __syncthreads(); /* warp 0 has read the shares */
@@ -408,12 +435,13 @@ __device__ static inline void tc_decay_grads(const ssd_dev_args &a, const ssd_ch
  * sums its sa[] rows and its SSD_THREADS / 32 consecutive red[] slots in
  * order, then a fixed xor tree (a + b = b + a: every lane the same sum).
  * Deterministic; another order than the SIMT sum (~1e-16 apart). */
+template <class S>
 __device__ static inline void tc_partials(const ssd_chunk &k, const ssd_bwd_smem &m, float *partA, float *partD,
                                           size_t at) {
     if (ssd_tc::warp_id() != 0) return;
     const int lane = ssd_tc::lane(), per = SSD_THREADS / 32;
     double sA = 0, sD = 0;
-    for (int i = lane; i < k.L; i += 32)
+    for (int i = lane; i < S::L(k); i += 32)
         sA += m.sa[i];
     for (int j = lane * per; j < (lane + 1) * per; j++)
         sD += m.red[j];
@@ -428,30 +456,34 @@ __device__ static inline void tc_partials(const ssd_chunk &k, const ssd_bwd_smem
  * r.sld): XW = X diag(w) (floats, as scan_bwd_own's x w[t]) into the dY
  * slot (free in the forward walk), then XW^T B a warp a tile. Contains a
  * barrier; the caller synchronises after. */
+template <class S>
 __device__ static inline void tc_own(const ssd_dev_args &a, const ssd_chunk &k, const float *w, const ssd_tc_rows &r,
                                      float *own) {
     using namespace ssd_tc;
-    for (int idx = threadIdx.x; idx < k.L * a.P; idx += blockDim.x) {
-        const int t = idx / a.P, p = idx % a.P;
+    const int L = S::L(k), P = S::P(a);
+#pragma unroll
+    for (int idx = threadIdx.x; idx < L * P; idx += S::threads()) {
+        const int t = idx / P, p = idx % P;
         r.dY[(size_t)t * r.xs + p] = r.X[(size_t)t * r.xs + p] * w[t];
     }
     __syncthreads();
-    const int p16 = a.P / 16, n16 = a.N / 16;
+    const int p16 = P / 16, n16 = S::N(a) / 16;
     for (int tile = warp_id(); tile < p16 * n16; tile += SSD_TC_WARPS) {
         const int pi = tile / n16, ni = tile % n16;
         acc_t acc;
         wmma::fill_fragment(acc, 0.0f); /* own[p, n] = sum_t XW[t, p] B[t, n]: XW^T as A col-major */
-        mma<false, true>(acc, r.dY + 16 * pi, r.xs, r.B + 16 * ni, r.bs, k.L);
+        mma<false, true>(acc, r.dY + 16 * pi, r.xs, r.B + 16 * ni, r.bs, L);
         wmma::store_matrix_sync(own + (size_t)16 * pi * r.sld + 16 * ni, acc, r.sld, wmma::mem_row_major);
     }
 }
 
-/* Step 7 on the tensor cores, after step 6 (bwd_decay_grads) and its
- * barrier, with U = dY^T diag(e) C (c > 0) into U (the S_in slot, row
- * stride r.sld). In place, so that no region is added (each phase's
- * barrier ends the last read of what the next overwrites):
+/* Step 7 on the tensor cores, after step 6 (tc_decay_grads, which forms
+ * the row factors of tc_scales) and its barrier, with U = dY^T diag(e) C
+ * (c > 0) into U (the S_in slot, row stride r.sld). In place, so that
+ * no region is added (each phase's barrier ends the last read of what the
+ * next overwrites):
  *   1. G[s, s] += D (M' = M + D I: M'^T dY = M^T dY + D dY), dys *= e_t,
- *      xds *= w_t (floats, as the SIMT step rounds its terms);
+ *      xds *= w_t (floats, as the SIMT step rounds its terms: tc_scales);
  *   2. dC = dys + dG B into dys, dB = xds + dG^T C into xds, dX = M'^T dY
  *      into the X slot (X is read for the last time in step 6);
  *   3. dC, dB rows to dCh, dBh; B *= w_s, dY *= e_t in place (their last
@@ -459,18 +491,21 @@ __device__ static inline void tc_own(const ssd_dev_args &a, const ssd_chunk &k, 
  *   4. dX += (w B) dS_out^T in the X slot; U = (e dY)^T C;
  *   5. dX rows to dx.
  * Contains barriers; the caller synchronises after (U complete). */
+template <class S>
 __device__ static inline void tc_outputs(const ssd_dev_args &a, const ssd_chunk &k, ssd_bwd_smem &m,
                                          const ssd_tc_rows &r, float *dBh, float *dCh, float *U) {
     using namespace ssd_tc;
-    const int L = k.L, has_in = k.c > 0, has_out = k.c + 1 < a.nc, N = a.N, P = a.P;
-    const int l16 = L / 16, n16 = N / 16, p16 = P / 16;
+    const int L = S::L(k), has_in = k.c > 0, has_out = k.c + 1 < a.nc, N = S::N(a), P = S::P(a);
+    const int l16 = L / 16, n16 = N / 16, p16 = P / 16, T = S::threads();
+    const ssd_tc_scales f = tc_scales(m, S::Q(a));
     /* 1 */
-    for (int i = threadIdx.x; i < L; i += blockDim.x)
+    for (int i = threadIdx.x; i < L; i += T)
         m.G[(size_t)i * L + i] += (float)k.D;
-    for (int idx = threadIdx.x; idx < L * N; idx += blockDim.x) {
+#pragma unroll
+    for (int idx = threadIdx.x; idx < L * N; idx += T) {
         const int t = idx / N;
-        m.dys[idx] = has_in ? (float)m.e[t] * m.dys[idx] : 0.0f;
-        m.xds[idx] = has_out ? (float)(m.last[t] * m.dtv[t]) * m.xds[idx] : 0.0f;
+        m.dys[idx] = has_in ? f.e[t] * m.dys[idx] : 0.0f;
+        m.xds[idx] = has_out ? f.w[t] * m.xds[idx] : 0.0f;
     }
     __syncthreads();
     /* 2: dC's row t sums s <= t, dB's row s sums t >= s, dX's row s sums
@@ -498,16 +533,18 @@ __device__ static inline void tc_outputs(const ssd_dev_args &a, const ssd_chunk 
     }
     __syncthreads();
     /* 3 */
-    for (int idx = threadIdx.x; idx < L * N; idx += blockDim.x) {
+#pragma unroll
+    for (int idx = threadIdx.x; idx < L * N; idx += T) {
         const int t = idx / N, n = idx % N;
         const size_t o = (size_t)(k.t0 + t) * (size_t)N + (size_t)n;
         dCh[o] = m.dys[idx], dBh[o] = m.xds[idx];
-        if (has_out) r.B[(size_t)t * r.bs + n] *= (float)(m.last[t] * m.dtv[t]);
+        if (has_out) r.B[(size_t)t * r.bs + n] *= f.w[t];
     }
     if (has_in)
-        for (int idx = threadIdx.x; idx < L * P; idx += blockDim.x) {
+#pragma unroll
+        for (int idx = threadIdx.x; idx < L * P; idx += T) {
             const int t = idx / P, p = idx % P;
-            r.dY[(size_t)t * r.xs + p] *= (float)m.e[t];
+            r.dY[(size_t)t * r.xs + p] *= f.e[t];
         }
     __syncthreads();
     /* 4 */
@@ -529,7 +566,8 @@ __device__ static inline void tc_outputs(const ssd_dev_args &a, const ssd_chunk 
     }
     __syncthreads();
     /* 5 */
-    for (int idx = threadIdx.x; idx < L * P; idx += blockDim.x) {
+#pragma unroll
+    for (int idx = threadIdx.x; idx < L * P; idx += T) {
         const int s = idx / P, p = idx % P;
         a.dx[(k.row0 + (size_t)s) * (size_t)a.dx_stride + (size_t)k.h * (size_t)P + (size_t)p] =
             r.X[(size_t)s * r.xs + p];

@@ -99,4 +99,19 @@ void st_cuda_ssd_set_scan_backward_tc(int on);
  * and precision (for the tests). */
 int st_cuda_ssd_backward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* Whether the tensor-core scan kernels (the scan backward's TC variant and
+ * the pair forward) run their compile-time-shape instantiations where a
+ * call's (Q, P, N) is one they are compiled for, the default preset's
+ * (32, 32, 64) and the tiny preset's (16, 16, 16), with every chunk full
+ * (1, the default: cuda/ssd_shape.cuh, no division by a runtime size in
+ * their loops), or the runtime-shape code for every shape (0). The same
+ * bits either way (tests compare them). Process-wide. */
+void st_cuda_ssd_set_scan_fixed_shape(int on);
+
+/* 1 when the switch above is on and these sizes (Q clamped) have a
+ * compile-time instantiation; whether the TC kernels run at all is
+ * st_cuda_ssd_backward_is_scan_tc's and ..._forward_is_scan_tc_pair's
+ * answer (for the tests). */
+int st_cuda_ssd_scan_fixed_shape_takes(int K, int P, int N, int Q);
+
 #endif

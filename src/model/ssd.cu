@@ -63,6 +63,7 @@ extern "C" {
 #include "cuda/ssd_device.cuh"
 #include "cuda/ssd_chunk_device.cuh"
 #include "cuda/ssd_scan_cuda.h"
+#include "cuda/ssd_shape.cuh"
 
 /* The default dynamic shared memory limit; more needs an opt-in. */
 #define SSD_SMEM_DEFAULT 49152
@@ -360,6 +361,21 @@ static int ssd_check_sizes(int Bsz, int K, int H, int P, int G, int N) {
 
 static int ssd_staging = 1;
 extern "C" void st_cuda_ssd_set_staging(int on) { ssd_staging = on != 0; }
+
+static int ssd_fixed_on = 1;
+extern "C" void st_cuda_ssd_set_scan_fixed_shape(int on) { ssd_fixed_on = on != 0; }
+
+int ssd_fixed_shape_of(int K, int P, int N, int Q) {
+    if (!ssd_fixed_on || Q <= 0 || K % Q != 0) return SSD_FIXED_NONE;
+    if (ssd_shape_fixed<SSD_SHAPE_DEFAULT, SSD_THREADS>::takes(Q, P, N)) return SSD_FIXED_DEFAULT;
+    if (ssd_shape_fixed<SSD_SHAPE_TINY, SSD_THREADS>::takes(Q, P, N)) return SSD_FIXED_TINY;
+    return SSD_FIXED_NONE;
+}
+
+extern "C" int st_cuda_ssd_scan_fixed_shape_takes(int K, int P, int N, int Q) {
+    const int Qc = Q < 1 ? 1 : (Q < K ? Q : K); /* clamped as the op does */
+    return ssd_fixed_shape_of(K, P, N, Qc) != SSD_FIXED_NONE;
+}
 
 /* The shared memory a kernel may take to stage its rows: the device's
  * opt-in limit per block (0 when staging is off, so nothing fits). */

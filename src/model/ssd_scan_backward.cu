@@ -45,7 +45,11 @@
  * steps 4's row dots and 5's row prefixes a warp a row, and sums the
  * partials as a warp's tree (ssd_chunk_tc.cuh), the other elementwise work
  * in double being the SIMT steps' own code. fp32
- * mode and other shapes run the SIMT variant, whose code is unchanged. */
+ * mode and other shapes run the SIMT variant, whose code is unchanged.
+ * The TC variant is also compiled for the default and tiny presets' (Q, P,
+ * N) (cuda/ssd_shape.cuh), taken for those calls unless
+ * st_cuda_ssd_set_scan_fixed_shape(0): the same source and bits with its
+ * index math by constants (bench/notes-scan-shape.md). */
 #include <limits.h>
 #include <string.h>
 
@@ -66,10 +70,11 @@ extern "C" {
 /* The most state elements a thread carries in registers. */
 #define SCAN_BWD_MAX_SPT 8
 
-/* Blocks an SM the register budget is cut for: 3 (80 registers, 116 bytes
- * of spills at SPT 8, chiefly the carried dS_out, read twice a chunk), as
- * chunk_backward's bound; 74 KB of shared memory a block allows 3 too. At 2
- * the kernel takes 128 registers and spills nothing. */
+/* Blocks an SM the register budget is cut for: 3 (80 registers; the SIMT
+ * variant spills ~100 bytes at SPT 8, chiefly the carried dS_out, read
+ * twice a chunk, the TC variants none), as chunk_backward's bound; 74 KB
+ * of shared memory a block allows 3 too. At 2 the kernel takes 128
+ * registers and spills nothing. */
 #define SCAN_BWD_MIN_BLOCKS 3
 
 /* Into own (P x N, row stride N + 1) the chunk's X^T diag(w) B as
@@ -120,16 +125,20 @@ __device__ static void scan_bwd_u(const ssd_dev_args &a, const ssd_chunk &k, con
  * tid + j SSD_THREADS of the row-major P x N state in slot j. TC: the
  * products on the tensor cores (cuda/ssd_chunk_tc.cuh: its layout, states
  * at row stride N + 4; only for shapes ssd_tc_shape_fits takes), else the
- * SIMT steps of chunk_backward (layout bwd_smem, states at N + 1). */
-template <int SPT, bool TC>
+ * SIMT steps of chunk_backward (layout bwd_smem, states at N + 1). S: the
+ * TC variant's shape policy (cuda/ssd_shape.cuh: the call's sizes, or a
+ * compile-time shape with the same bits); the SIMT variant takes the
+ * call's. */
+template <int SPT, bool TC, class S = ssd_shape_any>
 static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
     scan_backward_kernel(ssd_dev_args a, float *states, float *dBp, float *dCp, float *partA, float *partD) {
     extern __shared__ __align__(128) double sm_sbwd[]; /* 128 bytes: the TC layout's tiles need 32 */
-    const int N = a.N, ld = TC ? a.N + SSD_TC_PAD : a.N + 1, pn = a.P * a.N;
-    const size_t bh = blockIdx.x, first = bh * (size_t)a.nc, kn = (size_t)a.K * (size_t)a.N;
-    ssd_bwd_smem m = bwd_smem(sm_sbwd, a.Q, a.N);
-    const ssd_tc_rows r = tc_rows(m, a.Q, a.P, a.N); /* read only when TC */
-    float *Sin = TC ? r.Sin : stage_end(a, m.stage, 1, 1), *dSo = TC ? r.dSo : Sin + (size_t)a.P * ld;
+    const int N = S::N(a), ld = TC ? N + SSD_TC_PAD : N + 1, pn = S::P(a) * N;
+    const size_t bh = blockIdx.x, kn = (size_t)a.K * (size_t)N;
+    ssd_bwd_smem m = bwd_smem(sm_sbwd, S::Q(a), N);
+    const ssd_tc_rows r = tc_rows(m, S::Q(a), S::P(a), N); /* read only when TC */
+    float *Sin = TC ? r.Sin : stage_end(a, m.stage, 1, 1), *dSo = TC ? r.dSo : Sin + (size_t)S::P(a) * ld;
+    const size_t first = bh * (size_t)a.nc; /* chunk c's partials at first + c, its state at (first + c) P N */
 
     /* forward: the states entering chunks 1 .. nc-1 */
     {
@@ -138,9 +147,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
         for (int j = 0; j < SPT; j++)
             st[j] = 0;
         for (int c = 0; c + 1 < a.nc; c++) {
-            ssd_chunk k = chunk_of(a, (int)(first + (size_t)c));
+            ssd_chunk k = chunk_at(a, bh, c);
             if (TC)
-                tc_stage_chunk(a, k, r, 0, 0);
+                tc_stage_chunk<S>(a, k, r, 0, 0);
             else
                 stage_chunk(a, k, m.stage, 0, 0);
             load_decays(a, k, m.ai, m.dtv);
@@ -148,9 +157,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             __syncthreads();
             float *w = m.xds; /* [L] floats, as chunk_summary's w */
             if (TC) { /* warp 0: w from the chunk's prefix (tc_decays: last[i] = exp(cum[L-1] - cum[i])), e for the decay */
-                tc_decays(k, m);
+                tc_decays<S>(k, m);
                 if (threadIdx.x < 32)
-                    for (int i = threadIdx.x; i < k.L; i += 32) /* last[i] was written by this lane */
+                    for (int i = threadIdx.x; i < S::L(k); i += 32) /* last[i] was written by this lane */
                         w[i] = (float)(m.last[i] * m.dtv[i]);
             } else {
                 for (int i = threadIdx.x; i < k.L; i += blockDim.x)
@@ -158,11 +167,11 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             }
             __syncthreads();
             if (TC)
-                tc_own(a, k, w, r, dSo);
+                tc_own<S>(a, k, w, r, dSo);
             else
                 scan_bwd_own(a, k, w, dSo);
             __syncthreads();
-            const double decay = TC ? (double)(float)m.e[k.L - 1] /* exp(cum[L-1]), ~1e-16 from the SIMT's */
+            const double decay = TC ? (double)(float)m.e[S::L(k) - 1] /* exp(cum[L-1]), ~1e-16 from the SIMT's */
                                     : (double)(float)exp(prefix(m.ai, k.L - 1)); /* chunk_summary's decay[] */
             float *to = c + 2 < a.nc ? states + (first + (size_t)c + 1) * (size_t)pn : NULL;
 #pragma unroll
@@ -186,9 +195,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
     for (int j = 0; j < SPT; j++)
         ds[j] = 0;
     for (int c = a.nc - 1; c >= 0; c--) {
-        ssd_chunk k = chunk_of(a, (int)(first + (size_t)c));
+        ssd_chunk k = chunk_at(a, bh, c);
         if (TC)
-            tc_stage_chunk(a, k, r, 1, 1);
+            tc_stage_chunk<S>(a, k, r, 1, 1);
         else
             stage_chunk(a, k, m.stage, 1, 1);
         if (c + 1 < a.nc) { /* S_in[c] (c > 0) from the slab, dS_out[c] from the registers */
@@ -203,12 +212,12 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             }
         }
         if (TC) { /* U forms in step 7's phases (ssd_chunk_tc.cuh), into the S_in slot */
-            tc_steps(a, k, m, r);
+            tc_steps<S>(a, k, m, r);
             __syncthreads();
-            tc_decay_grads(a, k, m);
+            tc_decay_grads<S>(a, k, m);
             __syncthreads();
-            tc_partials(k, m, partA, partD, first + (size_t)c);
-            tc_outputs(a, k, m, r, dBp + bh * kn, dCp + bh * kn, Sin);
+            tc_partials<S>(k, m, partA, partD, first + (size_t)c);
+            tc_outputs<S>(a, k, m, r, dBp + bh * kn, dCp + bh * kn, Sin);
         } else {
             bwd_steps(a, k, m, Sin, ld, dSo, ld);
             if (c > 0) scan_bwd_u(a, k, m, Sin); /* S_in is read: U takes its slot */
@@ -218,8 +227,8 @@ static __global__ void __launch_bounds__(SSD_THREADS, SCAN_BWD_MIN_BLOCKS)
             bwd_partials(k, m, partA, partD, first + (size_t)c);
             bwd_outputs(a, k, m, dSo, ld, dBp + bh * kn, dCp + bh * kn);
         }
-        const double decay = (double)(float)m.e[k.L - 1]; /* chunk_summary's decay[] */
-        __syncthreads();                                  /* step 7 has read dS_out and the rows; U is complete */
+        const double decay = (double)(float)m.e[S::L(k) - 1]; /* chunk_summary's decay[] */
+        __syncthreads();                                      /* step 7 has read dS_out and the rows; U is complete */
         if (c == 0) break;
 #pragma unroll
         for (int j = 0; j < SPT; j++) {
@@ -258,13 +267,13 @@ extern "C" int st_cuda_ssd_backward_is_scan_tc(int Bsz, int K, int H, int P, int
     return scan_bwd_tc_fits(K, P, N, Qc, (size_t)v);
 }
 
-template <int SPT, bool TC>
+template <int SPT, bool TC, class S = ssd_shape_any>
 static int scan_bwd_launch(const ssd_dev_args &a, size_t bytes, float *states, float *dBp, float *dCp, float *partA,
                            float *partD, cudaStream_t st) {
     if (bytes > 49152)
-        ST_CUDA_TRY(cudaFuncSetAttribute(scan_backward_kernel<SPT, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        ST_CUDA_TRY(cudaFuncSetAttribute(scan_backward_kernel<SPT, TC, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)bytes));
-    scan_backward_kernel<SPT, TC>
+    scan_backward_kernel<SPT, TC, S>
         <<<(unsigned)((size_t)a.Bsz * a.H), SSD_THREADS, bytes, st>>>(a, states, dBp, dCp, partA, partD);
     ST_CUDA_LAUNCHED();
     return ST_OK;
@@ -280,7 +289,14 @@ int st_cuda_ssd_scan_backward(const ssd_dev_args &args, float *states, float *dB
     const int small = (size_t)a.P * a.N <= (size_t)SSD_THREADS * 2;
     if (scan_bwd_tc_fits(a.K, a.P, a.N, a.Q, smem_optin)) { /* bf16 mode: the products on the tensor cores */
         const size_t bytes = ssd_tc_smem_bytes(a.Q, a.P, a.N);
-        if (small)
+        const int fixed = ssd_fixed_shape_of(a.K, a.P, a.N, a.Q); /* the same bits, no runtime index math */
+        if (fixed == SSD_FIXED_DEFAULT)
+            ST_TRY((scan_bwd_launch<SCAN_BWD_MAX_SPT, true, ssd_shape_fixed<SSD_SHAPE_DEFAULT, SSD_THREADS>>(
+                a, bytes, states, dBp, dCp, partA, partD, st)));
+        else if (fixed == SSD_FIXED_TINY)
+            ST_TRY((scan_bwd_launch<2, true, ssd_shape_fixed<SSD_SHAPE_TINY, SSD_THREADS>>(a, bytes, states, dBp, dCp,
+                                                                                           partA, partD, st)));
+        else if (small)
             ST_TRY((scan_bwd_launch<2, true>(a, bytes, states, dBp, dCp, partA, partD, st)));
         else
             ST_TRY((scan_bwd_launch<SCAN_BWD_MAX_SPT, true>(a, bytes, states, dBp, dCp, partA, partD, st)));

@@ -46,7 +46,10 @@
  * Windows of exactly two full chunks (K = 2Q, Q a multiple of 16: the
  * default preset) run scan_tc_pair_kernel below instead (both chunks'
  * intra-chunk work at once, chunk 1's state term last: 3 barriers and one
- * staging wait a block; st_cuda_ssd_set_scan_tc_pair(0) keeps the walk). */
+ * staging wait a block; st_cuda_ssd_set_scan_tc_pair(0) keeps the walk),
+ * compiled also for the default and tiny presets' (Q, P, N)
+ * (cuda/ssd_shape.cuh: the same bits, index math by constants; unless
+ * st_cuda_ssd_set_scan_fixed_shape(0)). */
 #include <stdint.h>
 
 #include <cuda_pipeline.h>
@@ -58,6 +61,7 @@ extern "C" {
 #include "cuda/ssd_cuda.h"
 }
 #include "cuda/ssd_scan_tc.cuh"
+#include "cuda/ssd_shape.cuh"
 
 using namespace nvcuda;
 
@@ -99,29 +103,20 @@ size_t scan_tc_smem_bytes(int Q, int P, int N) { return sizeof(float) * (size_t)
  * is waited for (a plain copy loop's shared store waits on its load: one
  * global round trip in flight a warp, serial over the loop). vec: 16-byte
  * copies (cols and ld multiples of 4, src 16-byte aligned), else 4-byte.
- * A copy's (row, column) steps by the block's stride: two divisions a
- * call, none a copy. The caller commits, waits and synchronises. */
+ * A copy's (row, column) steps by the block's stride: the divisions once
+ * a call (constants at a fixed shape Sh), none a copy. The caller commits,
+ * waits and synchronises. */
+template <class Sh>
 __device__ static inline void stage_async(const float *src, int ld, int rows, int cols, float *dst, int dst_ld,
                                           int vec) {
-    const int width = vec ? 4 : 1, per_row = cols / width, n = rows * per_row, step = (int)blockDim.x;
-    const int dr = step / per_row, dc = step % per_row;
-    int r = (int)threadIdx.x / per_row, k = (int)threadIdx.x % per_row;
-    for (int idx = (int)threadIdx.x; idx < n; idx += step) {
-        const float *from = src + (size_t)r * ld + k * width;
-        float *to = dst + r * dst_ld + k * width;
-        if (vec)
-            __pipeline_memcpy_async(to, from, 16);
-        else
-            __pipeline_memcpy_async(to, from, sizeof(float));
-        r += dr, k += dc;
-        if (k >= per_row) k -= per_row, r++;
-    }
+    ssd_copy_rows_async<Sh>(src, ld, rows, cols, dst, dst_ld, vec ? 4 : 1);
 }
 
 /* Zeros rows [r0, r1) x columns [k0, k1) of dst (row stride ld). */
-__device__ static inline void zero_block(float *dst, int ld, int r0, int r1, int k0, int k1) {
+template <class Sh> __device__ static inline void zero_block(float *dst, int ld, int r0, int r1, int k0, int k1) {
     const int w = k1 - k0;
-    for (int idx = threadIdx.x; idx < (r1 - r0) * w; idx += blockDim.x)
+#pragma unroll
+    for (int idx = threadIdx.x; idx < (r1 - r0) * w; idx += Sh::threads())
         dst[(r0 + idx / w) * ld + k0 + idx % w] = 0.0f;
 }
 
@@ -228,18 +223,20 @@ __device__ static inline void prep_tile(float *Ys, int ly, const float *Xs, floa
 /* Rows < L, columns < P of the 16 x 16 tile at (r0, c0) of Ys (stride ly)
  * into y rows row0 + r0 .. (stride y_stride, this head's columns). vec: P,
  * y_stride multiples of 4 and y 16-byte aligned (float4 stores). */
+template <class Sh>
 __device__ static inline void tile_out(const scan_args &a, const float *Ys, int ly, int r0, int c0, int L, size_t row0,
                                        int h, int vec, int lane) {
-    float *yh = a.y + row0 * (size_t)a.y_stride + (size_t)h * a.P;
+    const int P = Sh::P(a);
+    float *yh = a.y + row0 * (size_t)a.y_stride + (size_t)h * P;
     if (vec) {
         for (int i = lane; i < 64; i += 32) {
             const int t = r0 + i / 4, p = c0 + 4 * (i % 4);
-            if (t < L && p < a.P) *(float4 *)(yh + (size_t)t * a.y_stride + p) = *(const float4 *)(Ys + t * ly + p);
+            if (t < L && p < P) *(float4 *)(yh + (size_t)t * a.y_stride + p) = *(const float4 *)(Ys + t * ly + p);
         }
     } else {
         for (int i = lane; i < 256; i += 32) {
             const int t = r0 + i / 16, p = c0 + i % 16;
-            if (t < L && p < a.P) yh[(size_t)t * a.y_stride + p] = Ys[t * ly + p];
+            if (t < L && p < P) yh[(size_t)t * a.y_stride + p] = Ys[t * ly + p];
         }
     }
 }
@@ -283,23 +280,23 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
     const int vec_b = k.vec_b, vec_c = k.vec_c, vec_x = k.vec_x, vec_y = k.vec_y;
     /* the pad columns, never copied into: zero for every chunk (the first
      * barrier orders these stores before any read) */
-    zero_block(Bs, ldn, 0, l.Qp, N, ldn);
-    zero_block(Cs, ldn, 0, l.Qp, N, ldn);
-    zero_block(Xs, lx, 0, l.Qp, P, lx);
+    zero_block<ssd_shape_any>(Bs, ldn, 0, l.Qp, N, ldn);
+    zero_block<ssd_shape_any>(Cs, ldn, 0, l.Qp, N, ldn);
+    zero_block<ssd_shape_any>(Xs, lx, 0, l.Qp, P, lx);
     for (int c = 0; c < a.nc; c++) {
         const int t0 = c * a.Q, L = min(a.Q, a.K - t0), first = c == 0, last = c == a.nc - 1;
         const int Lt = (L + 15) / 16, lk = (L + 7) / 8; /* tiles and k-steps of 8 in use */
         const size_t row0 = (size_t)b * a.K + t0;
         /* 0. the rows by cp.async; rows L .. Qp zero (other places than
          * the copies'); dt and the decays by warp 0 meanwhile */
-        stage_async(a.Bm + row0 * a.B_stride + (size_t)g * N, a.B_stride, L, N, Bs, ldn, vec_b);
-        stage_async(a.Cm + row0 * a.C_stride + (size_t)g * N, a.C_stride, L, N, Cs, ldn, vec_c);
-        stage_async(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, L, P, Xs, lx, vec_x);
+        stage_async<ssd_shape_any>(a.Bm + row0 * a.B_stride + (size_t)g * N, a.B_stride, L, N, Bs, ldn, vec_b);
+        stage_async<ssd_shape_any>(a.Cm + row0 * a.C_stride + (size_t)g * N, a.C_stride, L, N, Cs, ldn, vec_c);
+        stage_async<ssd_shape_any>(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, L, P, Xs, lx, vec_x);
         __pipeline_commit();
         if (L < l.Qp) {
-            zero_block(Bs, ldn, L, l.Qp, 0, N);
-            zero_block(Cs, ldn, L, l.Qp, 0, N);
-            zero_block(Xs, lx, L, l.Qp, 0, P);
+            zero_block<ssd_shape_any>(Bs, ldn, L, l.Qp, 0, N);
+            zero_block<ssd_shape_any>(Cs, ldn, L, l.Qp, 0, N);
+            zero_block<ssd_shape_any>(Xs, lx, L, l.Qp, 0, P);
         }
         if (warp == 0) chunk_decays(a, row0, h, L, l.Qp, A, cum, dtf, e, w, lane);
         __pipeline_wait_prior(0);
@@ -346,7 +343,7 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
                                                             steps);
                 wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
                 __syncwarp();
-                tile_out(a, Ys, ly, 16 * ti, 16 * pj, L, row0, h, vec_y, lane);
+                tile_out<ssd_shape_any>(a, Ys, ly, 16 * ti, 16 * pj, L, row0, h, vec_y, lane);
             } else {
                 const int pi = (task - ny) / Nt, nj = (task - ny) % Nt;
                 float *st = S + 16 * pi * ldn + 16 * nj;
@@ -425,10 +422,11 @@ static size_t scan_tc_pair_smem_bytes(int Q, int P, int N) {
 }
 
 /* 4 blocks an SM (as the shared memory allows at the default shape): held
- * to 64 registers. */
-static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_pair_kernel(scan_args a) {
+ * to 64 registers. Sh: the shape policy (cuda/ssd_shape.cuh: the call's
+ * sizes, or a compile-time shape with the same bits). */
+template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_pair_kernel(scan_args a) {
     extern __shared__ __align__(128) float sm_tp[];
-    const int P = a.P, N = a.N, Q = a.Q;
+    const int P = Sh::P(a), N = Sh::N(a), Q = Sh::Q(a);
     const tc_pair_layout l = tc_pair_layout_of(Q, P, N);
     const int ldn = l.ldn, lx = l.lx, lm = l.lm, ly = l.ly, Lt = Q / 16, Pt = l.Pp / 16, Nt = l.Np / 16;
     const int nk = (N + 7) / 8, lk = Q / 8;
@@ -442,14 +440,14 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_pair_kernel(sc
     /* 0. the pad columns zero (places no copy writes; the barrier orders
      * them before any read), every row by cp.async, the decays by warps 0
      * (chunk 0) and 1 (chunk 1) meanwhile */
-    zero_block(B0, ldn, 0, 2 * Q, N, ldn);
-    zero_block(C0, ldn, 0, Q, N, ldn);
-    zero_block(C1, ldn, 0, Q, N, ldn);
-    zero_block(X0, lx, 0, 2 * Q, P, lx);
-    stage_async(a.Bm + row0 * a.B_stride + (size_t)k.g * N, a.B_stride, 2 * Q, N, B0, ldn, k.vec_b);
-    stage_async(a.Cm + row0 * a.C_stride + (size_t)k.g * N, a.C_stride, Q, N, C0, ldn, k.vec_c);
-    stage_async(a.Cm + (row0 + Q) * a.C_stride + (size_t)k.g * N, a.C_stride, Q, N, C1, ldn, k.vec_c);
-    stage_async(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, 2 * Q, P, X0, lx, k.vec_x);
+    zero_block<Sh>(B0, ldn, 0, 2 * Q, N, ldn);
+    zero_block<Sh>(C0, ldn, 0, Q, N, ldn);
+    zero_block<Sh>(C1, ldn, 0, Q, N, ldn);
+    zero_block<Sh>(X0, lx, 0, 2 * Q, P, lx);
+    stage_async<Sh>(a.Bm + row0 * a.B_stride + (size_t)k.g * N, a.B_stride, 2 * Q, N, B0, ldn, k.vec_b);
+    stage_async<Sh>(a.Cm + row0 * a.C_stride + (size_t)k.g * N, a.C_stride, Q, N, C0, ldn, k.vec_c);
+    stage_async<Sh>(a.Cm + (row0 + Q) * a.C_stride + (size_t)k.g * N, a.C_stride, Q, N, C1, ldn, k.vec_c);
+    stage_async<Sh>(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, 2 * Q, P, X0, lx, k.vec_x);
     __pipeline_commit();
     if (warp < 2)
         chunk_decays(a, row0 + (size_t)warp * Q, h, Q, Q, k.A, cum + warp * Q, dtf + warp * Q, e + warp * Q,
@@ -506,12 +504,13 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_pair_kernel(sc
             wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
             if (!c) {
                 __syncwarp();
-                tile_out(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, lane);
+                tile_out<Sh>(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, lane);
             }
         }
     }
     /* C1's rows by e1 (C1's last reader before phase 3 was phase 1), float4s */
-    for (int idx = threadIdx.x, q4 = l.Np / 4; idx < Q * q4; idx += blockDim.x) {
+#pragma unroll
+    for (int idx = threadIdx.x, q4 = l.Np / 4; idx < Q * q4; idx += Sh::threads()) {
         const int t = idx / q4;
         float4 *v = (float4 *)(C1 + t * ldn + 4 * (idx - t * q4));
         const float et = e[Q + t];
@@ -527,7 +526,7 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_pair_kernel(sc
         mma_steps<wmma::row_major, wmma::col_major>(acc, C1 + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8, nk);
         wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
         __syncwarp();
-        tile_out(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, lane);
+        tile_out<Sh>(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, lane);
     }
 }
 
@@ -549,16 +548,24 @@ extern "C" int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P,
     return tc_pair_takes(K, Qc, P, N, (size_t)v);
 }
 
+template <class Sh> static int tc_pair_launch(const scan_args &a, unsigned blocks, cudaStream_t st) {
+    const size_t bytes = scan_tc_pair_smem_bytes(a.Q, a.P, a.N);
+    if (bytes > 49152)
+        ST_CUDA_TRY(
+            cudaFuncSetAttribute(scan_tc_pair_kernel<Sh>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    scan_tc_pair_kernel<Sh><<<blocks, SCAN_THREADS, bytes, st>>>(a);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
 int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st) {
     const unsigned blocks = (unsigned)((size_t)Bsz * a.H);
     if (tc_pair_takes(a.K, a.Q, a.P, a.N, smem_optin)) {
-        const size_t bytes = scan_tc_pair_smem_bytes(a.Q, a.P, a.N);
-        if (bytes > 49152)
-            ST_CUDA_TRY(
-                cudaFuncSetAttribute(scan_tc_pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-        scan_tc_pair_kernel<<<blocks, SCAN_THREADS, bytes, st>>>(a);
-        ST_CUDA_LAUNCHED();
-        return ST_OK;
+        switch (ssd_fixed_shape_of(a.K, a.P, a.N, a.Q)) { /* the same bits, no runtime index math */
+        case SSD_FIXED_DEFAULT: return tc_pair_launch<ssd_shape_fixed<SSD_SHAPE_DEFAULT, SCAN_THREADS>>(a, blocks, st);
+        case SSD_FIXED_TINY: return tc_pair_launch<ssd_shape_fixed<SSD_SHAPE_TINY, SCAN_THREADS>>(a, blocks, st);
+        default: return tc_pair_launch<ssd_shape_any>(a, blocks, st);
+        }
     }
     const size_t bytes = scan_tc_smem_bytes(a.Q, a.P, a.N);
     if (bytes > 49152)

@@ -70,7 +70,18 @@
  * <= 1e-4 (dA, dD as increments: they are added to), the padding kept,
  * two runs bit-identical; the default shape, H/G > 1 with G > 1, an odd
  * shape at K = 37, and K = 1024 (shared memory past the 48 KiB default).
- * Sizes it cannot take come back as ST_ERR_INPUT. */
+ * Sizes it cannot take come back as ST_ERR_INPUT.
+ * Case 14: the TC scan kernels' compile-time shapes (cuda/ssd_shape.cuh:
+ * the scan backward's TC variant and the pair forward instantiated for
+ * (Q, P, N) = (32, 32, 64) and (16, 16, 16)) against their runtime-shape
+ * code (st_cuda_ssd_set_scan_fixed_shape(0)) in bf16 mode on fresh inputs:
+ * y, dx, ddt, dB, dC, dA, dD bit-identical (memcmp), on contiguous rows
+ * (16-byte copies) and padded strides (4-byte ones), each within the bf16
+ * bound of the float64 recurrence; the default shape (pair forward, TC
+ * backward), the tiny one, the default (Q, P, N) over 3 chunks with two
+ * groups (the fixed backward with a middle chunk: the states slab and
+ * sum(dS_out o S_in); the forward walks), and a shape with none (Q = 16 at
+ * P = 32, N = 64: the runtime code both ways, asserted). */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -797,6 +808,69 @@ static void test_scan_bwd_tc(const char *label, int Bsz, int K, int H, int P, in
 }
 
 
+/* ---- case 14: the compile-time shapes ------------------------------------------- */
+
+static void check_taken(const char *label, const char *path, int taken, int expected) {
+    CHECK(taken == expected, "%s: %s is %s, expected %s", label, path, taken ? "taken" : "not taken",
+          expected ? "taken" : "not");
+}
+
+/* bf16 mode, one shape: the fixed-shape kernels (expect_fixed: whether
+ * the sizes have them; expect_pair: whether the forward is the pair
+ * kernel) against the runtime-shape code, every output bit for bit, on
+ * contiguous rows and padded strides; all within TC_GRAD_BOUND of the
+ * float64 recurrence (so that two equally wrong answers cannot pass).
+ * Leaves the switch on and fp32 mode. */
+static void test_fixed_shape(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int expect_fixed,
+                             int expect_pair, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result oracle = make_result(&pb), on[2] = {make_result(&pb), make_result(&pb)};
+    result off[2] = {make_result(&pb), make_result(&pb)};
+    cpu_double_sequential(&pb, &oracle);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int bwd_tc = st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q);
+    const int pair = st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q);
+    const int fixed = st_cuda_ssd_scan_fixed_shape_takes(K, P, N, Q);
+    int pads[4] = {0, 0, 0, 0}, ok = 1;
+    for (int padded = 0; padded < 2; padded++)
+        ok = ok && gpu_run(&pb, Q, padded, &on[padded], &pads[padded]) == ST_OK;
+    st_cuda_ssd_set_scan_fixed_shape(0);
+    const int fixed_off = st_cuda_ssd_scan_fixed_shape_takes(K, P, N, Q);
+    for (int padded = 0; padded < 2; padded++)
+        ok = ok && gpu_run(&pb, Q, padded, &off[padded], &pads[2 + padded]) == ST_OK;
+    st_cuda_ssd_set_scan_fixed_shape(1);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    CHECK(bwd_tc, "%s: bf16 mode does not run the scan backward's TC variant (nothing to compare)", label);
+    check_taken(label, "the pair forward", pair, expect_pair);
+    check_taken(label, "the compile-time shape", fixed, expect_fixed);
+    check_taken(label, "the compile-time shape under st_cuda_ssd_set_scan_fixed_shape(0)", fixed_off, 0);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, %s vs the runtime shape:\n", label, Bsz, K, H, P,
+               G, N, Q, fixed ? "compile-time shape" : "no compile-time shape (runtime both ways)");
+        for (int i = T_Y; i < T_COUNT; i++) {
+            long rows, where;
+            int cols;
+            double gv, rv, err = tensor_err(&pb, i, &on[1], &oracle, &where, &gv, &rv);
+            tensor_shape(&pb, i, &rows, &cols);
+            const size_t bytes = sizeof(float) * (size_t)(rows * cols);
+            int same[2];
+            for (int padded = 0; padded < 2; padded++)
+                same[padded] = !memcmp(*tensor_ptr(&on[padded], i), *tensor_ptr(&off[padded], i), bytes);
+            printf("  %-4s contiguous %s, padded %s; vs CPU f64 seq %.2e\n", tensor_names[i],
+                   same[0] ? "bit-identical" : "DIFFER", same[1] ? "bit-identical" : "DIFFER", err);
+            CHECK(same[0] && same[1], "%s: %s of the compile-time shape differs from the runtime shape's (%s rows)",
+                  label, tensor_names[i], same[0] ? "padded" : "contiguous");
+            CHECK(err <= TC_GRAD_BOUND, "%s: bf16 %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
+                  label, tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
+        }
+        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+    }
+    for (int j = 0; j < 2; j++)
+        free_result(&on[j]), free_result(&off[j]);
+    free_result(&oracle), free_problem(&pb);
+}
+
 /* ---- case 13: the last row only --------------------------------------------- */
 
 /* norm(a - b) / norm(b) over n values (Inf when a holds a non-finite value). */
@@ -996,12 +1070,18 @@ static void run_numbered(int i) {
         if (!test_quick()) test_last_row("K=1024 (shared memory opt-in)", 2, 1024, 8, 32, 1, 64, 7700);
         test_last_row_bad_sizes();
         break;
+    case 14: /* bf16 mode: the TC scans' compile-time shapes give the runtime shape's bits */
+        test_fixed_shape("fixed: default shape", 8, 64, 8, 32, 1, 64, 32, 1, 1, 7800);
+        test_fixed_shape("fixed: tiny shape", 6, 32, 4, 16, 1, 16, 16, 1, 1, 7900);
+        test_fixed_shape("fixed: default Q, P, N over 3 chunks, two groups", 4, 96, 8, 32, 2, 64, 32, 1, 0, 8000);
+        test_fixed_shape("fixed: none (Q=16 at P=32, N=64: runtime shape)", 4, 64, 8, 32, 1, 64, 16, 0, 0, 8100);
+        break;
     }
     set_paths(1, 1, 1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 13; i++)
+    for (int i = 0; i <= 14; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

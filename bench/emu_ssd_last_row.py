@@ -1,8 +1,11 @@
 """emu_ssd_last_row.py: a literal emulation of src/model/ssd_last_row.cu's two
 kernels (their phases, flat strided buffers with NaN gaps and their index
-arithmetic, the per-window partials), in plain Python float64, against the
-sequential recurrence and central differences of its loss. Written without
-a GPU to check the kernels' indexing before their first run; no numpy needed.
+arithmetic: the 256 threads' row x column tiles, the warps' rows of the dot
+products, a warp a head with its lanes' row segments and shuffle scans, the
+per-window partials), in plain Python float64, against the sequential
+recurrence and central differences of its loss; every output element must be
+written exactly once and no padding read. Written without a GPU to check the
+kernels' indexing before their first run; no numpy needed.
 Run: python3 bench/emu_ssd_last_row.py (prints the errors, ~1e-16 and ~1e-9)."""
 # Literal emulation of ssd_last_row.cu's kernels (flat strided buffers, the
 # kernels' index arithmetic), against the sequential recurrence in float64.
@@ -33,74 +36,144 @@ def run(Bsz, K, H, P, G, N):
     x_off, B_off, C_off = 0, HP, HP+GN
     y = full(Bsz*ys, NAN); dxbc = full(R*dxs, NAN); ddt = full(R*ddts, NAN)
     partA = zeros(Bsz*H); partD = zeros(Bsz*H)
-    def common(b, backward):
+    T, NW, ROWS = 256, 8, 8  # LR_THREADS, LR_WARPS, LR_ROWS
+    writes = {}
+    def put(buf, name, idx, v):  # every output element written once
+        key = (name, idx); writes[key] = writes.get(key, 0) + 1; buf[idx] = v
+    def tile(width, tid):  # lr_tile_of
+        cols = min(width, T); rows = T // cols; s0 = tid // cols
+        return tid - s0*cols, cols, s0, rows
+    def butterfly(vals):  # xor butterfly over 32 lanes: every lane the same sum
+        for o in (16, 8, 4, 2, 1):
+            vals = [vals[l] + vals[l ^ o] for l in range(32)]
+        assert len(set(vals)) == 1
+        return vals
+    def suffix_excl(vals):  # lr_suffix_excl
+        for o in (1, 2, 4, 8, 16):
+            vals = [vals[l] + (vals[l+o] if l+o < 32 else 0.0) for l in range(32)]
+        return [vals[l+1] if l < 31 else 0.0 for l in range(32)]
+    def prefix_excl(vals):  # lr_prefix_excl
+        for o in (1, 2, 4, 8, 16):
+            vals = [vals[l] + (vals[l-o] if l >= o else 0.0) for l in range(32)]
+        return [vals[l-1] if l > 0 else 0.0 for l in range(32)]
+    def rows_dot(base, ustride, vbase, n, out, warp):  # lr_rows_dot + lr_warp_dots
+        for s in range(warp, K, NW*ROWS):
+            nr = (K - s + NW - 1) // NW
+            acc = [[0.0]*32 for _ in range(ROWS)]
+            for lane in range(32):
+                for i in range(lane, n, 32):
+                    for r in range(ROWS):
+                        if r < nr: acc[r][lane] += xbc_or(base + (warp + r*NW + s - warp)*ustride + i) * vbase(i)
+            for r in range(min(ROWS, nr)):
+                out[s + r*NW] = butterfly(acc[r])[0]
+    def xbc_or(i):
+        v = xbc[i]; assert not math.isnan(v), "read padding"; return v
+    def segment(vals, lane):  # lr_segment: a lane's rows and their dt sum (vals: the head's K)
+        seg = (K + 31) >> 5; b_ = min(lane*seg, K); e_ = min(b_ + seg, K)
+        return b_, e_, sum(vals[b_:e_])
+    def stage_dt(r0):
+        dts = [None]*(H*K)
+        for tid in range(T):
+            j0, cols, s0, rows = tile(H, tid)
+            if s0 >= rows: continue
+            for h in range(j0, H, cols):
+                for s_ in range(s0, K, rows):
+                    assert dts[h*K+s_] is None; dts[h*K+s_] = dt[(r0+s_)*dts_ + h]
+        assert None not in dts
+        return dts
+    def q_of(r0, last):
+        q = [None]*(G*K)
+        for g in range(G):
+            qq = [None]*K
+            for warp in range(NW):
+                rows_dot((r0)*xs + B_off + g*N, xs, lambda i, g=g: xbc_or(last*xs + C_off + g*N + i), N, qq, warp)
+            q[g*K:(g+1)*K] = qq
+        assert None not in q
+        return q
+    dts_ = dts
+    for b in range(Bsz):  # forward (lr_forward_kernel)
         r0 = b*K; last = r0 + K - 1
-        Cl = [xbc[last*xs + C_off + i] for i in range(GN)]
-        dys_ = [dy[b*dys + i] for i in range(HP)] if backward else None
-        Ld = zeros(H*K)
-        for h in range(H):
-            L = 0.0
-            for s in range(K-1, -1, -1):
-                Ld[h*K+s] = L; L += dt[(r0+s)*dts + h]
-        q = zeros(G*K)
-        for t in range(G*K):
-            g, s = t // K, t % K
-            q[t] = sum(xbc[(r0+s)*xs + B_off + g*N + i] * Cl[g*N + i] for i in range(N))
-        e = None
-        if backward:
-            e = zeros(H*K)
-            for t in range(H*K):
-                h, s = t // K, t % K
-                e[t] = sum(xbc[(r0+s)*xs + x_off + h*P + i] * dys_[h*P + i] for i in range(P))
-        return Cl, dys_, Ld, q, e
-    def lw(b, Ld, t):
-        h, s = t // K, t % K
-        return math.exp(A[h]*Ld[t]) * dt[(b*K+s)*dts + h]
-    for b in range(Bsz):  # forward
-        Cl, _, Ld, q, _ = common(b, 0)
-        w = zeros(H*K)
-        for t in range(H*K):
-            g, s = (t//K)//hg, t % K
-            w[t] = lw(b, Ld, t) * q[g*K+s]
-        r0 = b*K
+        c = stage_dt(r0); q = q_of(r0, last)
+        for warp in range(NW):
+            for h in range(warp, H, NW):
+                g = h // hg; segs = [segment(c[h*K:(h+1)*K], l) for l in range(32)]
+                Ls = suffix_excl([sg[2] for sg in segs])
+                for lane in range(32):
+                    sb, se, _ = segs[lane]; L = Ls[lane]
+                    for s_ in range(se-1, sb-1, -1):
+                        d = c[h*K+s_]; c[h*K+s_] = math.exp(A[h]*L)*d*q[g*K+s_]; L += d
         for j in range(HP):
             h = j // P
-            acc = sum(w[h*K+s] * xbc[(r0+s)*xs + x_off + j] for s in range(K))
-            acc += Dsk[h] * xbc[(r0+K-1)*xs + x_off + j]
-            y[b*ys + j] = acc
-    for b in range(Bsz):  # backward
-        Cl, dys_, Ld, q, e = common(b, 1)
-        r0 = b*K
-        w = [lw(b, Ld, t) for t in range(H*K)]
-        dQ = zeros(G*K)
-        for t in range(G*K):
-            g, s = t // K, t % K
-            dQ[t] = sum(e[h*K+s]*w[h*K+s] for h in range(g*hg, (g+1)*hg))
-        ww = zeros(H*K)
-        for t in range(H*K):
-            h, s = t // K, t % K; g = h // hg
-            dw = e[t]*q[g*K+s]
-            if s == K-1: partD[b*H+h] = e[t]
-            ww[t] = dw*w[t]; e[t] = dw*math.exp(A[h]*Ld[t])
-        for i in range(K*HP):
-            s, j = i // HP, i % HP; h = j // P; g = h // hg
-            v = w[h*K+s]*q[g*K+s]*dys_[j]
-            if s == K-1: v += Dsk[h]*dys_[j]
-            dxbc[(r0+s)*dxs + j] = v
-        for i in range(K*GN):
-            s, j = i // GN, i % GN; g = j // N
-            dxbc[(r0+s)*dxs + HP + j] = dQ[g*K+s]*Cl[j]
-            c = 0.0
-            if s == K-1:
-                c = sum(dQ[g*K+s2]*xbc[(r0+s2)*xs + B_off + j] for s2 in range(K))
-            dxbc[(r0+s)*dxs + HP + GN + j] = c
+            acc = 0.0
+            for s_ in range(K): acc += c[h*K+s_] * xbc_or((r0+s_)*xs + x_off + j)
+            acc += Dsk[h] * xbc_or((r0+K-1)*xs + x_off + j)
+            put(y, 'y', b*ys + j, acc)
+    for b in range(Bsz):  # backward (lr_backward_kernel)
+        r0 = b*K; last = r0 + K - 1
+        ww = stage_dt(r0); q = q_of(r0, last)
+        e = [None]*(H*K)
         for h in range(H):
-            run = 0.0; sA = 0.0
-            for s in range(K):
-                t = h*K+s
-                ddt[(r0+s)*ddts + h] = e[t] + A[h]*run
-                run += ww[t]; sA += ww[t]*Ld[t]
-            partA[b*H+h] = sA
+            eh = [None]*K
+            for warp in range(NW):
+                rows_dot(r0*xs + x_off + h*P, xs, lambda i, h=h: dy[b*dys + h*P + i], P, eh, warp)
+            e[h*K:(h+1)*K] = eh
+        assert None not in e
+        w = [None]*(H*K); t1 = [None]*(H*K)
+        for warp in range(NW):
+            for h in range(warp, H, NW):
+                g = h // hg; segs = [segment(ww[h*K:(h+1)*K], l) for l in range(32)]
+                Ls = suffix_excl([sg[2] for sg in segs])
+                sA = [0.0]*32; wws = [0.0]*32
+                for lane in range(32):
+                    sb, se, _ = segs[lane]; L = Ls[lane]
+                    for s_ in range(se-1, sb-1, -1):
+                        t = h*K+s_; d = ww[t]; dec = math.exp(A[h]*L); wv = dec*d
+                        dw = e[t]*q[g*K+s_]; wwv = dw*wv
+                        w[t] = wv; ww[t] = wwv; t1[t] = dw*dec
+                        sA[lane] += wwv*L; wws[lane] += wwv; L += d
+                runs = prefix_excl(wws)
+                for lane in range(32):
+                    sb, se, _ = segs[lane]; run = runs[lane]
+                    for s_ in range(sb, se):
+                        t = h*K+s_; t1[t] = t1[t] + A[h]*run; run += ww[t]
+                put(partA, 'pA', b*H+h, butterfly(sA)[0]); put(partD, 'pD', b*H+h, e[h*K+K-1])
+        assert None not in w and None not in t1
+        dQ = [None]*(G*K)
+        for g in range(G):
+            for tid in range(T):
+                for s_ in range(tid, K, T):
+                    dQ[g*K+s_] = sum(e[h*K+s_]*w[h*K+s_] for h in range(g*hg, (g+1)*hg))
+        for tid in range(T):  # lr_store_dx_ddt
+            j0, cols, s0, rows = tile(HP, tid)
+            if s0 < rows:
+                for j in range(j0, HP, cols):
+                    h = j // P; g = h // hg; dyj = dy[b*dys + j]
+                    for s_ in range(s0, K, rows):
+                        v = w[h*K+s_]*q[g*K+s_]*dyj
+                        if s_ == K-1: v += Dsk[h]*dyj
+                        put(dxbc, 'dx', (r0+s_)*dxs + j, v)
+            j0, cols, s0, rows = tile(H, tid)
+            if s0 < rows:
+                for h in range(j0, H, cols):
+                    for s_ in range(s0, K, rows): put(ddt, 'ddt', (r0+s_)*ddts + h, t1[h*K+s_])
+        assert None not in dQ
+        rowsC = T // min(GN, T); dCp = [None]*(rowsC*GN)
+        for tid in range(T):  # lr_store_dB_dC
+            j0, cols, s0, rows = tile(GN, tid)
+            if s0 >= rows: continue
+            for j in range(j0, GN, cols):
+                g = j // N; clj = xbc_or(last*xs + C_off + j); part = 0.0
+                for s_ in range(s0, K, rows):
+                    dq = dQ[g*K+s_]
+                    put(dxbc, 'dB', (r0+s_)*dxs + HP + j, dq*clj)
+                    part += dq*xbc_or((r0+s_)*xs + B_off + j)
+                    if s_ != K-1: put(dxbc, 'dC', (r0+s_)*dxs + HP + GN + j, 0.0)
+                assert dCp[s0*GN + j] is None; dCp[s0*GN + j] = part
+        assert None not in dCp
+        for j in range(GN):
+            put(dxbc, 'dC', (r0+K-1)*dxs + HP + GN + j, sum(dCp[r*GN + j] for r in range(rowsC)))
+    assert all(v == 1 for v in writes.values()), "an element written twice"
+    assert len(writes) == Bsz*HP + R*(HP + 2*GN + H) + 2*Bsz*H, "an element not written"
     dA = [sum(partA[b*H+h] for b in range(Bsz)) for h in range(H)]; dD = [sum(partD[b*H+h] for b in range(Bsz)) for h in range(H)]
     # reference by autograd-free finite reasoning: sequential recurrence + manual reverse via torch-like numpy
     def fwd_seq(X, DT, Bm, Cm, A, Dsk):
@@ -150,3 +223,8 @@ def run(Bsz, K, H, P, G, N):
 run(2, 7, 4, 3, 2, 5)
 run(2, 5, 6, 2, 3, 3)
 run(1, 1, 2, 2, 1, 3)
+run(2, 33, 12, 3, 2, 5)    # H > 8 warps (not a multiple), K = 33: lane 16 one row, 17.. none
+run(1, 70, 2, 40, 1, 3)    # P = 40 > 32 (two lane rounds in e), K = 70: seg 3, 2 batches of 8 rows a warp
+run(1, 3, 2, 130, 1, 260)  # H P = 260, G N = 260 > 256 threads: columns j and j + 256
+run(2, 40, 1, 1, 1, 1)     # one column: 256 row slots, K = 40
+run(1, 100, 2, 3, 1, 2)    # 4 rows a lane

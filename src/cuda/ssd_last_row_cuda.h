@@ -19,9 +19,10 @@
  * = dy . x_s) accumulate in float in a fixed order (as the chunked
  * kernels' products); the suffix sums, exponentials and every sum over
  * the window's rows (y, dC, ddt's prefix, dA) in double. Any K, P, N, H,
- * G with H % G == 0 whose per-window shared memory (8 H K + 4 (G N + H P +
- * 2 G K + 3 H K) bytes in the backward) fits the device: 173 KiB at K =
- * 1024, H = 8, P = 32, N = 64; larger is refused (ST_ERR_INPUT).
+ * G with H % G == 0 whose per-window shared memory (4 (4 H K + 2 G K) +
+ * 8 r G N bytes in the backward, r = 256 / min(G N, 256)) fits the
+ * device: 138 KiB at K = 1024, H = 8, P = 32, N = 64; larger is refused
+ * (ST_ERR_INPUT).
  * `work`: st_cuda_ssd_last_row_work_count floats (the backward's per-window
  * partials; the forward takes none). stream: a cudaStream_t (NULL:
  * default). Asynchronous, no allocation, capturable. */

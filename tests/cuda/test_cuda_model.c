@@ -774,7 +774,7 @@ static void md_tail_case(const char *preset, int n, int bf16, uint64_t seed) {
 }
 
 /* Case 10: a window too long for the tail's shared memory (tiny at K =
- * 4096: 352 KiB a window) runs the full block with the switch on: no
+ * 4096: 290 KiB a window) runs the full block with the switch on: no
  * error, the bits of the switch off. */
 static void md_tail_too_long_case(uint64_t seed) {
     md_data h;

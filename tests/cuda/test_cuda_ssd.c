@@ -68,7 +68,8 @@
  * padded xBC row, dx, dB, dC in one padded dxBC row, y, dy, dt, ddt
  * padded, every gap NaN and every output poisoned; y <= 1e-5, gradients
  * <= 1e-4 (dA, dD as increments: they are added to), the padding kept,
- * two runs bit-identical; the default shape, H/G > 1 with G > 1, an odd
+ * two runs bit-identical in every output and contiguous rows the same bits
+ * as the padded ones; the default shape, H/G > 1 with G > 1, an odd
  * shape at K = 37, and K = 1024 (shared memory past the 48 KiB default).
  * Sizes it cannot take come back as ST_ERR_INPUT.
  * Case 14: the TC scan kernels' compile-time shapes (cuda/ssd_shape.cuh:
@@ -81,7 +82,17 @@
  * backward), the tiny one, the default (Q, P, N) over 3 chunks with two
  * groups (the fixed backward with a middle chunk: the states slab and
  * sum(dS_out o S_in); the forward walks), and a shape with none (Q = 16 at
- * P = 32, N = 64: the runtime code both ways, asserted). */
+ * P = 32, N = 64: the runtime code both ways, asserted).
+ * Case 15: case 13's checks at the edges of the last-row kernels' thread mapping
+ * (a block of 8 warps a window, a warp a head with lane l owning rows
+ * [l seg, (l+1) seg), seg = ceil(K/32), row x column phases split as
+ * 256 / min(width, 256) rows): K = 33 with H = 12 heads (past the warps,
+ * lanes without rows), K = 1, K = 100 (4 rows a lane) with P = 40 and
+ * N = 96 (two lane rounds), H P = 288 and G N = 272 (past 256 threads),
+ * H = P = N = 1 (256 row slots for K = 40); outside quick mode the default
+ * shape at 300 windows (x past 16 MiB, the forward's L2 prefetch off)
+ * against the reference and, in its first 16 windows, bit for bit against
+ * those windows run alone (prefetch on). */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -901,15 +912,36 @@ static void cpu_last_row(const problem *pb, const float *dy_last, result *r) {
     free(dB), free(dC), free(dA), free(dD), free(work);
 }
 
+/* Whether two last-row runs gave the same bits in every output (y one row a
+ * window); with `windows` < pb->Bsz, in the first `windows` windows' rows
+ * only, dA and dD left out (their sums cover every window). */
+static int lr_same(const problem *pb, const result *a, const result *b, int windows) {
+    size_t HP = (size_t)pb->H * pb->P, GN = (size_t)pb->G * pb->N, R = (size_t)windows * pb->K, H = (size_t)pb->H;
+    int same = memcmp(a->y, b->y, sizeof(float) * (size_t)windows * HP) == 0 &&
+               memcmp(a->dx, b->dx, sizeof(float) * R * HP) == 0 &&
+               memcmp(a->ddt, b->ddt, sizeof(float) * R * H) == 0 &&
+               memcmp(a->dB, b->dB, sizeof(float) * R * GN) == 0 && memcmp(a->dC, b->dC, sizeof(float) * R * GN) == 0;
+    if (windows == pb->Bsz)
+        same = same && memcmp(a->dA, b->dA, sizeof(float) * H) == 0 && memcmp(a->dD, b->dD, sizeof(float) * H) == 0;
+    return same;
+}
+
+/* dy at the last rows: fresh values (row K-1 of each window of pb.dy). */
+static float *lr_dy_last(const problem *pb) {
+    size_t HP = (size_t)pb->H * pb->P;
+    float *dy_last = alloc_f((long)pb->Bsz * (long)HP);
+    for (int b = 0; b < pb->Bsz; b++)
+        memcpy(dy_last + (size_t)b * HP, pb->dy + ((size_t)b * pb->K + pb->K - 1) * HP, sizeof(float) * HP);
+    return dy_last;
+}
+
 static void test_last_row(const char *label, int Bsz, int K, int H, int P, int G, int N, uint64_t seed) {
     problem pb = make_problem(Bsz, K, H, P, G, N, seed);
     long R = rows_of(&pb);
     int HP = H * P, GN = G * N;
-    float *dy_last = alloc_f((long)Bsz * HP);
-    for (int b = 0; b < Bsz; b++) /* fresh values, not the first rows of pb.dy */
-        memcpy(dy_last + (size_t)b * HP, pb.dy + ((size_t)b * K + K - 1) * HP, sizeof(float) * HP);
-    result g = make_result(&pb), g2 = make_result(&pb), ref = make_result(&pb);
-    int pad_ok = 0, pad2 = 0;
+    float *dy_last = lr_dy_last(&pb);
+    result g = make_result(&pb), g2 = make_result(&pb), g3 = make_result(&pb), ref = make_result(&pb);
+    int pad_ok = 0, pad2 = 0, pad3 = 0;
     int rc = gpu_run_op(&pb, 0, 1, dy_last, &g, &pad_ok);
     CHECK(rc == ST_OK, "%s: GPU last-row run failed", label);
     if (rc == ST_OK) {
@@ -927,22 +959,37 @@ static void test_last_row(const char *label, int Bsz, int K, int H, int P, int G
         }
         e[T_DA] = lr_err(incg[0], incr[0], H < 64 ? H : 64);
         e[T_DD] = lr_err(incg[1], incr[1], H < 64 ? H : 64);
-        printf("  last row %-40s y %.2e dx %.2e ddt %.2e dB %.2e dC %.2e dA %.2e dD %.2e\n", label, e[T_Y], e[T_DX],
+        printf("  last row %-48s y %.2e dx %.2e ddt %.2e dB %.2e dC %.2e dA %.2e dD %.2e\n", label, e[T_Y], e[T_DX],
                e[T_DDT], e[T_DB], e[T_DC], e[T_DA], e[T_DD]);
         for (int i = 0; i < T_COUNT; i++)
-            CHECK(e[i] <= (i == T_Y ? FWD_BOUND : GRAD_BOUND), "%s: last-row %s rel err %.3e", label,
-                  tensor_names[i], e[i]);
+            CHECK(e[i] <= (i == T_Y ? FWD_BOUND : GRAD_BOUND), "%s: last-row %s rel err %.3e", label, tensor_names[i],
+                  e[i]);
         CHECK(pad_ok, "%s: the last-row kernels wrote into the padding", label);
+        /* run to run, and contiguous rows against the padded ones: every output's bits */
         rc = gpu_run_op(&pb, 0, 1, dy_last, &g2, &pad2);
-        int same = rc == ST_OK && memcmp(g.y, g2.y, sizeof(float) * (size_t)Bsz * HP) == 0 &&
-                   memcmp(g.dx, g2.dx, sizeof(float) * (size_t)R * HP) == 0 &&
-                   memcmp(g.ddt, g2.ddt, sizeof(float) * (size_t)R * H) == 0 &&
-                   memcmp(g.dB, g2.dB, sizeof(float) * (size_t)R * GN) == 0 &&
-                   memcmp(g.dC, g2.dC, sizeof(float) * (size_t)R * GN) == 0 &&
-                   memcmp(g.dA, g2.dA, sizeof(float) * H) == 0 && memcmp(g.dD, g2.dD, sizeof(float) * H) == 0;
-        CHECK(same, "%s: two last-row runs differ", label);
+        CHECK(rc == ST_OK && lr_same(&pb, &g, &g2, Bsz), "%s: two last-row runs differ", label);
+        rc = gpu_run_op(&pb, 0, 0, dy_last, &g3, &pad3);
+        CHECK(rc == ST_OK && lr_same(&pb, &g, &g3, Bsz), "%s: contiguous rows give other bits than padded ones", label);
     }
-    free_result(&g), free_result(&g2), free_result(&ref), free(dy_last), free_problem(&pb);
+    free_result(&g), free_result(&g2), free_result(&g3), free_result(&ref), free(dy_last), free_problem(&pb);
+}
+
+/* A batch whose x passes LR_PREFETCH_BYTES (16 MiB: the forward's L2
+ * prefetch off) against its first `few` windows alone (prefetch on): the
+ * same bits in those windows' rows, and each run against the reference. */
+static void test_last_row_prefetch(int Bsz, int few, uint64_t seed) {
+    const int K = 64, H = 8, P = 32, G = 1, N = 64;
+    test_last_row("default shape, x past 16 MiB (no prefetch)", Bsz, K, H, P, G, N, seed);
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed), part = pb;
+    part.Bsz = few; /* the same arrays: the first windows' rows */
+    float *dy_last = lr_dy_last(&pb);
+    result all = make_result(&pb), sub = make_result(&part);
+    int pad_all = 0, pad_sub = 0;
+    int ok = gpu_run_op(&pb, 0, 1, dy_last, &all, &pad_all) == ST_OK &&
+             gpu_run_op(&part, 0, 1, dy_last, &sub, &pad_sub) == ST_OK;
+    CHECK(ok && lr_same(&pb, &all, &sub, few),
+          "last row: %d windows alone (x prefetched) give other bits than in a batch of %d (not prefetched)", few, Bsz);
+    free_result(&all), free_result(&sub), free(dy_last), free_problem(&pb);
 }
 
 static void test_last_row_bad_sizes(void) {
@@ -1076,12 +1123,20 @@ static void run_numbered(int i) {
         test_fixed_shape("fixed: default Q, P, N over 3 chunks, two groups", 4, 96, 8, 32, 2, 64, 32, 1, 0, 8000);
         test_fixed_shape("fixed: none (Q=16 at P=32, N=64: runtime shape)", 4, 64, 8, 32, 1, 64, 16, 0, 0, 8100);
         break;
+    case 15: /* the last-row kernels' thread mapping at its edges (ssd_last_row.cu) */
+        test_last_row("K=33 H=12 (heads past the 8 warps; lanes 17.. no rows)", 3, 33, 12, 8, 2, 20, 7800);
+        test_last_row("K=1 (L = 0; dC's last row is row 0)", 4, 1, 3, 7, 1, 5, 7900);
+        test_last_row("K=100 (4 rows a lane) P=40 N=96 (two lane rounds)", 3, 100, 2, 40, 1, 96, 8000);
+        test_last_row("HP=288 GN=272 (past 256 threads: columns j, j+256)", 2, 50, 4, 72, 2, 136, 8100);
+        test_last_row("H=P=N=1 (one column, 256 row slots, K=40)", 5, 40, 1, 1, 1, 1, 8200);
+        if (!test_quick()) test_last_row_prefetch(300, 16, 8300);
+        break;
     }
     set_paths(1, 1, 1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 14; i++)
+    for (int i = 0; i <= 15; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

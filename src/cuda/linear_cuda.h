@@ -38,9 +38,19 @@ int st_cuda_gemm_batched(int trans_a, int trans_b, int M, int N, int Kd, float a
                          long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C,
                          int ldc, long long stride_c, int batch, void *stream);
 
-/* y[r, 0:out] = x[r, 0:in] . W^T + b   (b may be NULL; rows may be 0) */
+/* y[r, 0:out] = x[r, 0:in] . W^T + b   (b may be NULL; rows may be 0).
+ * With a bias (16-byte aligned) the product is one cublasLt matmul that
+ * adds b in its epilogue (y stored once); otherwise b is broadcast into y
+ * and the product added with beta = 1. Same precision either way, bits
+ * within fp32 rounding of each other (linear.cu). */
 int st_cuda_linear_forward(int rows, int in, int out, const float *x, int x_stride, const float *W, const float *b,
                            float *y, int y_stride, void *stream);
+
+/* The bias epilogue on (1, the default) or off (0: the broadcast and beta = 1
+ * always), and whether a call with these arguments takes it (1) or not. */
+void st_cuda_linear_set_bias_epilogue(int on);
+int st_cuda_linear_bias_epilogue_takes(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                                       const float *b, float *y, int y_stride, void *stream);
 
 /* dx[r, 0:in] (=|+=) dy[r] . W;  dW += dy^T x;  db += sum_r dy[r].
  * dx, dW, db may each be NULL when not wanted. */

@@ -11,6 +11,10 @@
  * accumulation through cublasGemmEx; bias and column sums are fp32/double
  * kernels of ours in either mode. */
 #include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cublasLt.h>
 
 #include "cuda/check.h"
 
@@ -44,6 +48,7 @@ static const size_t ST_COLSUM_SCRATCH_DOUBLES = (size_t)1 << 20; /* 8 MiB */
 
 typedef struct {
     cublasHandle_t handle;
+    cublasLtHandle_t lt;  /* the bias epilogue's products (st_cuda_linear_forward) */
     void *workspace;      /* ST_BLAS_WORKSPACE_BYTES of device memory */
     double *colsum_parts; /* ST_COLSUM_SCRATCH_DOUBLES, the column sums' partials */
 } st_blas;
@@ -78,9 +83,16 @@ static int blas_create(int dev, cudaStream_t stream, st_blas *b) {
         cublasDestroy(h);
         ST_CUBLAS_TRY(s);
     }
+    cublasLtHandle_t lt = NULL;
+    s = cublasLtCreate(&lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(h);
+        ST_CUBLAS_TRY(s);
+    }
     void *ws = NULL;
     cudaError_t e = cudaMalloc(&ws, ST_BLAS_WORKSPACE_BYTES); /* 256-byte aligned, as cuBLAS requires */
     if (e != cudaSuccess) {
+        cublasLtDestroy(lt);
         cublasDestroy(h);
         return ST_FAIL(ST_ERR_DEVICE, "cuBLAS workspace: cudaMalloc of %zu bytes on device %d: %s",
                        ST_BLAS_WORKSPACE_BYTES, dev, cudaGetErrorString(e));
@@ -89,11 +101,12 @@ static int blas_create(int dev, cudaStream_t stream, st_blas *b) {
     e = cudaMalloc(&parts, ST_COLSUM_SCRATCH_DOUBLES * sizeof(double));
     if (e != cudaSuccess) {
         cudaFree(ws);
+        cublasLtDestroy(lt);
         cublasDestroy(h);
         return ST_FAIL(ST_ERR_DEVICE, "column-sum scratch: cudaMalloc of %zu bytes on device %d: %s",
                        ST_COLSUM_SCRATCH_DOUBLES * sizeof(double), dev, cudaGetErrorString(e));
     }
-    b->handle = h, b->workspace = ws, b->colsum_parts = (double *)parts;
+    b->handle = h, b->lt = lt, b->workspace = ws, b->colsum_parts = (double *)parts;
     return ST_OK;
 }
 
@@ -207,9 +220,135 @@ static __global__ void bias_rows_kernel(int rows, int out, const float *b, float
     }
 }
 
+/* ---- the bias in the product's epilogue (cublasLt) ----------------------------
+ * y = x W^T + b as one cublasLt product with CUBLASLT_EPILOGUE_BIAS: the
+ * bias is added to the accumulators before the one store of y. The old way
+ * (bias_rows_kernel writes b into every row of y, then the product with
+ * beta = 1 reads y back) moves y through memory three times instead of
+ * once: at the action step's 262,144 rows the five biased layers' extra
+ * traffic was ~1 GB a step. Same math as the product with beta = 1 over
+ * y = b (fp32 accumulators, one fp32 add of the bias), in the same
+ * precision mode (CUBLAS_COMPUTE_32F: no TF32; 32F_FAST_16BF in bf16 mode);
+ * the kernels differ, so the bits may too (within fp32 rounding).
+ * A plan per (device, sizes, strides, alignments, precision) holds the
+ * descriptors and the heuristic's algorithm, made on first use (no device
+ * work, so inside a capture too) and kept for the process; the bias
+ * pointer is set on the descriptor at each call. Taken when the bias is
+ * 16-byte aligned (cublasLt's epilogue wants it), a plan slot is free and
+ * the heuristic offers an algorithm; else the old way. Plans are not
+ * guarded for concurrent use from several host threads (as the handle). */
+enum { LT_PLANS = 128 };
+typedef struct {
+    int used, ok, dev, rows, in, out, xs, ys, mode, ax, aw, ay;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t A, B, C;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+static lt_plan lt_plans[LT_PLANS];
+static int lt_bias_on = 1;
+
+extern "C" void st_cuda_linear_set_bias_epilogue(int on) { lt_bias_on = on != 0; }
+
+/* The alignment in bytes (16, 8 or 4) of every row start of a matrix at p, row stride `stride` floats. */
+static int lt_align(const void *p, int stride) {
+    const uintptr_t a = (uintptr_t)p | ((uintptr_t)stride * sizeof(float));
+    return (a & 15) == 0 ? 16 : (a & 7) == 0 ? 8 : 4;
+}
+
+/* The descriptors and algorithm of plan p (its key fields set), ok = 0 where cublasLt offers none.
+ * Column-major, as cuBLAS sees the row-major operands: D [out, rows] = W^T' x', W' = W read
+ * column-major [in, out] (ld in, transposed), x' [in, rows] (ld xs), D = C [out, rows] (ld ys). */
+static int lt_plan_make(cublasLtHandle_t lt, const float *bias, lt_plan *p) {
+    const cublasComputeType_t ct = p->mode == ST_MATMUL_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    ST_CUBLAS_TRY(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->A, CUDA_R_32F, p->in, p->out, p->in));
+    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->B, CUDA_R_32F, p->in, p->rows, p->xs));
+    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->C, CUDA_R_32F, p->out, p->rows, p->ys));
+    cublasLtMatmulPreference_t pref = NULL;
+    ST_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t wsb = ST_BLAS_WORKSPACE_BYTES;
+    const uint32_t aa = (uint32_t)p->aw, ab = (uint32_t)p->ax, ac = (uint32_t)p->ay;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                                            sizeof wsb);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->A, p->B, p->C, p->C, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    /* no algorithm for this shape is not an error: the old way runs it */
+    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+    if (p->ok) p->algo = res.algo;
+    return ST_OK;
+}
+
+/* The plan for this call, made on first use; NULL: the old way. */
+static int lt_plan_for(int rows, int in, int out, const float *x, int x_stride, const float *W, const float *b,
+                       float *y, int y_stride, cudaStream_t stream, lt_plan **out_plan) {
+    *out_plan = NULL;
+    if (!lt_bias_on || !b || ((uintptr_t)b & 15) != 0) return ST_OK;
+    st_blas *bl = NULL;
+    ST_TRY(blas_of_device(stream, &bl));
+    int dev = 0;
+    ST_CUDA_TRY(cudaGetDevice(&dev));
+    lt_plan key;
+    memset(&key, 0, sizeof key);
+    key.used = 1, key.dev = dev, key.rows = rows, key.in = in, key.out = out, key.xs = x_stride, key.ys = y_stride;
+    key.mode = (int)st_matmul_mode, key.ax = lt_align(x, x_stride), key.aw = lt_align(W, in),
+    key.ay = lt_align(y, y_stride);
+    for (int i = 0; i < LT_PLANS; i++) {
+        lt_plan *p = &lt_plans[i];
+        if (!p->used) {
+            *p = key;
+            ST_TRY(lt_plan_make(bl->lt, b, p));
+            *out_plan = p->ok ? p : NULL;
+            return ST_OK;
+        }
+        if (p->dev == dev && p->rows == rows && p->in == in && p->out == out && p->xs == x_stride &&
+            p->ys == y_stride && p->mode == key.mode && p->ax == key.ax && p->aw == key.aw && p->ay == key.ay) {
+            *out_plan = p->ok ? p : NULL;
+            return ST_OK;
+        }
+    }
+    return ST_OK; /* every slot taken: the old way */
+}
+
+extern "C" int st_cuda_linear_bias_epilogue_takes(int rows, int in, int out, const float *x, int x_stride,
+                                                  const float *W, const float *b, float *y, int y_stride,
+                                                  void *stream) {
+    lt_plan *p = NULL;
+    if (rows <= 0 || out <= 0 || in <= 0) return 0;
+    if (lt_plan_for(rows, in, out, x, x_stride, W, b, y, y_stride, (cudaStream_t)stream, &p) != ST_OK) return 0;
+    return p != NULL;
+}
+
 extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x, int x_stride, const float *W,
                                       const float *b, float *y, int y_stride, void *stream) {
     if (rows <= 0 || out <= 0) return ST_OK;
+    lt_plan *p = NULL;
+    if (in > 0) ST_TRY(lt_plan_for(rows, in, out, x, x_stride, W, b, y, y_stride, (cudaStream_t)stream, &p));
+    if (p) {
+        st_blas *bl = NULL;
+        ST_TRY(blas_of_device((cudaStream_t)stream, &bl));
+        const float one = 1.0f, zero = 0.0f;
+        ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
+        ST_CUBLAS_TRY(cublasLtMatmul(bl->lt, p->op, &one, W, p->A, x, p->B, &zero, y, p->C, y, p->C, &p->algo,
+                                     bl->workspace, ST_BLAS_WORKSPACE_BYTES, (cudaStream_t)stream));
+        return ST_OK;
+    }
     if (b) {
         ST_REQUIRE(out <= BIAS_MAX_OUT, ST_ERR_INPUT,
                    "linear forward with a bias: %d outputs, more than the %d its broadcast indexes in 32 bits", out,

@@ -19,6 +19,8 @@
  * with fp32 accumulation measure ~1e-3..5e-3), poisoned outputs, no NaN,
  * untouched gaps, two runs with the same bits. Each error is printed with
  * the regime it suggests (cuBLAS may run a shape in TF32 or fp32 anyway).
+ * The bias epilogue (cublasLt) against the broadcast-then-beta = 1 way on
+ * the same inputs, taken only with a 16-byte aligned bias (check_bias_epilogue).
  * CUDA graphs, in both precisions: the forward and backward of three
  * layers captured on a created stream, replayed on fresh inputs copied into
  * the same buffers, equal bit for bit the same calls made directly; the
@@ -487,6 +489,61 @@ static void check_capture(st_matmul_precision p) {
     for (int i = 0; i < CAP_N; i++)
         dev_free(b[i]);
 }
+/* The bias epilogue (one cublasLt product, linear.cu) against the old way
+ * (the bias broadcast, then the product with beta = 1) on the same fresh
+ * inputs, each into poisoned outputs: taken where the bias and every row
+ * are 16-byte aligned (must_take; with 4-byte rows it is printed whether
+ * cublasLt offered an algorithm), not where the bias is not (that call still right), within 1e-5 (fp32:
+ * other kernels, other orders of the sums) or 1e-2 (bf16: cuBLAS may run
+ * either in bf16 or TF32) of each other, no NaN, padding untouched. */
+static void check_bias_epilogue(st_matmul_precision prec, int rows, int in, int out, int pad, int must_take,
+                                uint64_t seed) {
+    st_cuda_set_matmul_precision(prec);
+    const int xs = in + 5 * pad, ys = out + 3 * pad;
+    const size_t ny = (size_t)rows * ys;
+    float *hx = host_rows(rows, in, xs, 1.0f, seed, 1), *hW = host_rows(out, in, in, (float)(1 / sqrt(in)), seed, 2);
+    float *hb = host_rows(1, out + 1, out + 1, 0.5f, seed, 3);
+    float *x = dev_upload(hx, (size_t)rows * xs), *W = dev_upload(hW, (size_t)out * in);
+    float *b = dev_upload(hb, (size_t)out + 1); /* b + 1: a bias 4 bytes past 16-byte alignment */
+    float *y[3], *h[3];
+    const char *bf = prec == ST_MATMUL_BF16 ? "bf16" : "fp32";
+    for (int k = 0; k < 3; k++) {
+        y[k] = dev_poisoned(ny);
+        const float *bk = k == 2 ? b + 1 : b;
+        st_cuda_linear_set_bias_epilogue(k != 1);
+        const int takes = st_cuda_linear_bias_epilogue_takes(rows, in, out, x, xs, W, bk, y[k], ys, NULL);
+        if (k == 0 && !must_take)
+            printf("%s %d rows %d->%d pad %d: the epilogue %s\n", bf, rows, in, out, pad, takes ? "taken" : "not taken");
+        CHECK(k == 0 ? takes || !must_take : !takes, "%s %d rows %d->%d: the epilogue %s (run %d: %s)", bf, rows, in, out,
+              takes ? "taken" : "not taken", k, k == 0 ? "aligned bias" : k == 1 ? "switched off" : "bias at +4 bytes");
+        CHECK(st_cuda_linear_forward(rows, in, out, x, xs, W, bk, y[k], ys, NULL) == ST_OK, "%s: forward: %s", bf,
+              st_last_error());
+        h[k] = malloc(sizeof(float) * ny);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels failed", bf);
+        dev_download(h[k], y[k], ny);
+    }
+    st_cuda_linear_set_bias_epilogue(1);
+    /* run 2's bias is b + 1: the host reference of that run is run 1's way over the shifted bias */
+    float *ref2 = host_poisoned(ny);
+    st_linear_forward(rows, in, out, hx, xs, hW, hb + 1, ref2, ys);
+    const double bound = prec == ST_MATMUL_BF16 ? 1e-2 : 1e-5;
+    char what[128];
+    snprintf(what, sizeof what, "%s %d rows %d->%d pad %d: epilogue vs broadcast", bf, rows, in, out, pad);
+    CHECK_PARITY(what, rel_err_rows(h[0], ys, h[1], ys, rows, out), bound);
+    snprintf(what, sizeof what, "%s %d rows %d->%d pad %d: unaligned bias vs the CPU", bf, rows, in, out, pad);
+    CHECK_PARITY(what, rel_err_rows(h[2], ys, ref2, ys, rows, out), prec == ST_MATMUL_BF16 ? 2e-2 : 1e-5);
+    for (int k = 0; k < 3; k++) {
+        long nan = 0;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < out; c++)
+                nan += !isfinite(h[k][(size_t)r * ys + c]);
+        CHECK(nan == 0 && gap_written(h[k], rows, out, ys) == 0, "%s run %d: %ld non-finite outputs or gaps written",
+              what, k, nan);
+        free(h[k]), dev_free(y[k]);
+    }
+    free(ref2), free(hx), free(hW), free(hb), dev_free(x), dev_free(W), dev_free(b);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+}
 #endif
 
 int main(void) {
@@ -523,6 +580,12 @@ int main(void) {
     check_gemm_tt(5, 96, 3, 78);
     check_gemm_tt_bf16(37, 11, 50, 77);
     check_gemm_tt_bf16(5, 96, 3, 78);
+    for (int p = 0; p < 2; p++) {
+        const st_matmul_precision prec = p ? ST_MATMUL_BF16 : ST_MATMUL_FP32;
+        check_bias_epilogue(prec, 4096, 128, 128, 0, 1, 91); /* the selection GRN's fc2 at 64 windows */
+        check_bias_epilogue(prec, 70, 17, 300, 1, 0, 92);    /* padded, 4-byte aligned rows */
+        check_bias_epilogue(prec, 1, 29, 11, 0, 0, 93);
+    }
     check_capture(ST_MATMUL_FP32);
     check_capture(ST_MATMUL_BF16);
     CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "the precision switch was not restored to fp32");

@@ -73,6 +73,17 @@ void st_cuda_ssd_set_scan_tc_pair(int on);
  * kernel (for the tests). */
 int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* Whether the pair kernel runs as one block a (window, group) that stages
+ * the group's B and C and forms its G = C B^T tiles once for all its H/G
+ * heads, then does each head's remaining work (1, the default, where its
+ * shared memory fits), or as one block a (window, head) (0). The same bits
+ * either way (tests compare them). Process-wide. */
+void st_cuda_ssd_set_scan_tc_heads(int on);
+
+/* 1 when st_cuda_ssd_forward_chunked with these sizes would run the pair
+ * kernel a (window, group) (for the tests). */
+int st_cuda_ssd_forward_is_scan_tc_heads(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 /* The same for the backward: one kernel a (window, head) that walks its
  * chunks forward for the states and back for the gradients (1, the
  * default, where the shape fits: model/ssd_scan_backward.cu), or the

@@ -160,14 +160,16 @@ __device__ static inline void tri_index(int k, int &t, int &s) {
  * e, w are 0 past L. cum[L-1] there is the scan's last value (the sum with
  * the zero rows past L, whose shuffle tree can group the terms otherwise
  * when L is not a multiple of 32: ~1e-16 apart, below float's rounding).
- * The dt loads are issued after the thread's copies, so their round trip
+ * dth: the head's dt of the chunk's row 0, ld floats a row (global memory,
+ * or the heads kernel's copy in shared memory: the same values). The dt
+ * loads are issued after the thread's copies, so their round trip
  * overlaps them. */
-__device__ static inline void chunk_decays(const scan_args &a, size_t row0, int h, int L, int Qp, double A, double *cum,
-                                           float *dtf, float *e, float *w, int lane) {
+__device__ static inline void chunk_decays(const float *dth, size_t ld, int L, int Qp, double A, double *cum, float *dtf,
+                                           float *e, float *w, int lane) {
     double carry = 0;
     for (int i0 = 0; i0 < Qp; i0 += 32) {
         const int i = i0 + lane;
-        const float dt = i < L ? a.dt[(row0 + i) * a.dt_stride + h] : 0.0f;
+        const float dt = i < L ? dth[(size_t)i * ld] : 0.0f;
         double v = (double)dt * A;
         for (int o = 1; o < 32; o *= 2) {
             const double u = __shfl_up_sync(0xffffffffu, v, o);
@@ -250,17 +252,23 @@ struct tc_block {
     float D;
 };
 
+__device__ static inline void tc_vecs_of(const scan_args &a, tc_block &k);
+
 __device__ static inline tc_block tc_block_of(const scan_args &a) {
     tc_block k;
     k.h = blockIdx.x % a.H, k.b = blockIdx.x / a.H, k.g = k.h / (a.H / a.G);
     k.warp = threadIdx.x / 32, k.lane = threadIdx.x % 32;
     k.A = (double)a.A[k.h];
     k.D = a.Dskip ? a.Dskip[k.h] : 0.0f;
+    tc_vecs_of(a, k);
+    return k;
+}
+
+__device__ static inline void tc_vecs_of(const scan_args &a, tc_block &k) {
     k.vec_b = (a.N & 3) == 0 && (a.B_stride & 3) == 0 && aligned16(a.Bm);
     k.vec_c = (a.N & 3) == 0 && (a.C_stride & 3) == 0 && aligned16(a.Cm);
     k.vec_x = (a.P & 3) == 0 && (a.x_stride & 3) == 0 && aligned16(a.x);
     k.vec_y = (a.P & 3) == 0 && (a.y_stride & 3) == 0 && aligned16(a.y);
-    return k;
 }
 
 /* 4 blocks an SM (as the shared memory allows at the default shape): held
@@ -298,7 +306,7 @@ static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_ar
             zero_block<ssd_shape_any>(Cs, ldn, L, l.Qp, 0, N);
             zero_block<ssd_shape_any>(Xs, lx, L, l.Qp, 0, P);
         }
-        if (warp == 0) chunk_decays(a, row0, h, L, l.Qp, A, cum, dtf, e, w, lane);
+        if (warp == 0) chunk_decays(a.dt + row0 * a.dt_stride + h, a.dt_stride, L, l.Qp, A, cum, dtf, e, w, lane);
         __pipeline_wait_prior(0);
         __syncthreads();
         /* 1. a 16 x 16 tile a task: G's lower tiles into M, then their
@@ -450,8 +458,8 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 4) sc
     stage_async<Sh>(a.x + row0 * a.x_stride + (size_t)h * P, a.x_stride, 2 * Q, P, X0, lx, k.vec_x);
     __pipeline_commit();
     if (warp < 2)
-        chunk_decays(a, row0 + (size_t)warp * Q, h, Q, Q, k.A, cum + warp * Q, dtf + warp * Q, e + warp * Q,
-                     w + warp * Q, lane);
+        chunk_decays(a.dt + (row0 + (size_t)warp * Q) * a.dt_stride + h, a.dt_stride, Q, Q, k.A, cum + warp * Q,
+                     dtf + warp * Q, e + warp * Q, w + warp * Q, lane);
     __pipeline_wait_prior(0);
     __syncthreads();
     /* 1. the G tiles of both chunks into M0, M1, then their decays */
@@ -530,47 +538,276 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 4) sc
     }
 }
 
-static int tc_pair_on = 1;
-extern "C" void st_cuda_ssd_set_scan_tc_pair(int on) { tc_pair_on = on != 0; }
+/* ---- The pair kernel a (window, group) ----
+ * B, C (and so G = C B^T) are the group's, shared by its H/G heads: one
+ * block a (window b, group g) stages B, C of both chunks once and keeps
+ * both chunks' raw G tiles, then per head h of the group does the pair
+ * kernel's remaining work with its expressions in its order (y the same
+ * bits): M = G's decays on a copy of the raw tiles, Bw0 = B0 w0 and Ce1 =
+ * C1 e1 as copies (B0, C1 stay raw for the next head), S = X0^T Bw0, Y0 =
+ * D X0 + M0 X0, Y1 = D X1 + M1 X1 + Ce1 S^T. Phases (bench/notes-scan-heads.md):
+ *     0. B, C, X of the first head, the group's dt [2Q][H/G] by cp.async;
+ *     1. both chunks' G tiles, raw; the first head's decays (from dt in
+ *        shared memory: chunk_decays's values);
+ *     per head i: A. cp.async of head i+1's X into the other buffer;
+ *        warps: head i-1's Y1 += Ce1 S^T, copied out; every thread: M,
+ *        Bw0 of head i; B. every thread: Ce1; warps: S, Y0 (copied out),
+ *        Y1 into Ys1, head i+1's decays into the other decay buffer;
+ *     last: the last head's Y1 += Ce1 S^T.
+ * 2 + 2 H/G barriers a block; each buffer is written only after the
+ * barrier that ends its last read (X, decays: double buffers by head).
+ * Layout (floats): B0, B1 and C0, C1 [Q][ldn] consecutive; G0, G1 and
+ * M0, M1 [Q][lm]; Bw0, Ce1 [Q][ldn]; S [Pp][ldn]; X two buffers of X0, X1
+ * [Q][lx]; Ys0, Ys1 [Q][ly]; two decay buffers (w, e, dtf [2Q], cum [2Q]
+ * doubles); dt [2Q][H/G]. 113,664 bytes at Q = P = 32, N = 64, H/G = 8 (2
+ * blocks an SM). */
+struct tc_heads_layout {
+    int Pp, Np, ldn, lx, lm, ly;
+    int B, C, G, M, Bw, Ce, S, X, Ys, dec, dt, total; /* floats; dec: 2 buffers of 10Q */
+};
 
-/* 1 when scan_tc_launch takes the pair kernel for this call. */
+__host__ __device__ static inline tc_heads_layout tc_heads_layout_of(int Q, int P, int N, int HG) {
+    tc_heads_layout l;
+    l.Pp = round16(P), l.Np = round16(N);
+    l.ldn = l.Np + 4, l.lx = l.Pp + 8, l.lm = Q + 4, l.ly = l.Pp + 4;
+    l.B = 0;
+    l.C = l.B + 2 * Q * l.ldn;
+    l.G = l.C + 2 * Q * l.ldn;
+    l.M = l.G + 2 * Q * l.lm;
+    l.Bw = l.M + 2 * Q * l.lm;
+    l.Ce = l.Bw + Q * l.ldn;
+    l.S = l.Ce + Q * l.ldn;
+    l.X = l.S + l.Pp * l.ldn;
+    l.Ys = l.X + 4 * Q * l.lx;
+    l.dec = l.Ys + 2 * Q * l.ly; /* every size above a multiple of 16 floats (Q is): 32-byte aligned */
+    l.dt = l.dec + 20 * Q;
+    l.total = l.dt + 2 * Q * HG;
+    return l;
+}
+
+static size_t scan_tc_heads_smem_bytes(int Q, int P, int N, int HG) {
+    return sizeof(float) * (size_t)tc_heads_layout_of(Q, P, N, HG).total;
+}
+
+/* Head i of the group (head h), chunk c: its decays into decay buffer dec
+ * (w, e, dtf, cum at 0, 2Q, 4Q, 6Q floats), from dt in shared memory. */
+__device__ static inline void heads_decays(const scan_args &a, const float *dts, int HG, int i, int h, int c, int Q,
+                                           float *dec, int lane) {
+    chunk_decays(dts + (size_t)c * Q * HG + i, (size_t)HG, Q, Q, (double)a.A[h], (double *)(dec + 6 * Q) + c * Q,
+                 dec + 4 * Q + c * Q, dec + 2 * Q + c * Q, dec + c * Q, lane);
+}
+
+/* Head h's chunk-1 Y tiles: Ys1 + Ce1 S^T over n, copied out (the pair
+ * kernel's phase 3). */
+template <class Sh>
+__device__ static inline void heads_y1_state(const scan_args &a, float *Ys1, int ly, const float *Ce1, const float *S,
+                                             int ldn, int Q, int Pt, int nk, size_t row0, int h, const tc_block &k) {
+    const int ny = Q / 16 * Pt;
+    for (int task = k.warp; task < ny; task += TC_WARPS) {
+        const int ti = task / Pt, pj = task % Pt;
+        float *yt = Ys1 + 16 * ti * ly + 16 * pj;
+        tc_acc acc;
+        wmma::load_matrix_sync(acc, yt, ly, wmma::mem_row_major);
+        mma_steps<wmma::row_major, wmma::col_major>(acc, Ce1 + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8, nk);
+        wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
+        __syncwarp();
+        tile_out<Sh>(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, k.lane);
+    }
+}
+
+/* 2 blocks an SM (as its shared memory allows at the default shape). */
+template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 2) scan_tc_heads_kernel(scan_args a) {
+    extern __shared__ __align__(128) float sm_th[];
+    const int P = Sh::P(a), N = Sh::N(a), Q = Sh::Q(a), HG = a.H / a.G;
+    const tc_heads_layout l = tc_heads_layout_of(Q, P, N, HG);
+    const int ldn = l.ldn, lx = l.lx, lm = l.lm, ly = l.ly, Lt = Q / 16, Pt = l.Pp / 16, Nt = l.Np / 16;
+    const int nk = (N + 7) / 8, lk = Q / 8, xbuf = 2 * Q * lx, decbuf = 10 * Q;
+    float *B0 = sm_th + l.B, *C0 = sm_th + l.C, *C1 = C0 + Q * ldn, *G0 = sm_th + l.G, *M0 = sm_th + l.M;
+    float *Bw0 = sm_th + l.Bw, *Ce1 = sm_th + l.Ce, *S = sm_th + l.S, *Xb = sm_th + l.X;
+    float *Ys0 = sm_th + l.Ys, *Ys1 = Ys0 + Q * ly, *decs = sm_th + l.dec, *dts = sm_th + l.dt;
+    tc_block k;
+    k.h = 0, k.A = 0, k.D = 0; /* per head, in the loop */
+    k.b = (int)(blockIdx.x / (unsigned)a.G), k.g = (int)(blockIdx.x % (unsigned)a.G);
+    k.warp = threadIdx.x / 32, k.lane = threadIdx.x % 32;
+    tc_vecs_of(a, k);
+    const int h0 = k.g * HG, warp = k.warp, lane = k.lane;
+    const size_t row0 = (size_t)k.b * a.K;
+    /* 0. pad columns zero (both X buffers), B, C, the first head's X and
+     * the group's dt by cp.async */
+    zero_block<Sh>(B0, ldn, 0, 2 * Q, N, ldn);
+    zero_block<Sh>(C0, ldn, 0, 2 * Q, N, ldn);
+    zero_block<Sh>(Xb, lx, 0, 4 * Q, P, lx);
+    stage_async<Sh>(a.Bm + row0 * a.B_stride + (size_t)k.g * N, a.B_stride, 2 * Q, N, B0, ldn, k.vec_b);
+    stage_async<Sh>(a.Cm + row0 * a.C_stride + (size_t)k.g * N, a.C_stride, 2 * Q, N, C0, ldn, k.vec_c);
+    stage_async<Sh>(a.x + row0 * a.x_stride + (size_t)h0 * P, a.x_stride, 2 * Q, P, Xb, lx, k.vec_x);
+    ssd_copy_rows_async<Sh>(a.dt + row0 * a.dt_stride + h0, a.dt_stride, 2 * Q, HG, dts, HG, 1);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    /* 1. the raw G tiles of both chunks; the first head's decays */
+    const int ng = Lt * (Lt + 1) / 2;
+    for (int task = warp; task < 2 * ng + 2; task += TC_WARPS) {
+        if (task >= 2 * ng) {
+            heads_decays(a, dts, HG, 0, h0, task - 2 * ng, Q, decs, lane);
+            continue;
+        }
+        const int c = task >= ng;
+        int ti, tj;
+        tri_index(task - c * ng, ti, tj);
+        const float *Cc = C0 + c * Q * ldn, *Bc = B0 + c * Q * ldn;
+        tc_acc acc;
+        wmma::fill_fragment(acc, 0.0f);
+        mma_steps<wmma::row_major, wmma::col_major>(acc, Cc + 16 * ti * ldn, ldn, 8, Bc + 16 * tj * ldn, ldn, 8, nk);
+        wmma::store_matrix_sync(G0 + c * Q * lm + 16 * ti * lm + 16 * tj, acc, lm, wmma::mem_row_major);
+    }
+    __syncthreads();
+    const int ny = Lt * Pt, q4 = l.Np / 4;
+#pragma unroll 1
+    for (int i = 0; i < HG; i++) {
+        const int h = h0 + i;
+        const float D = a.Dskip ? a.Dskip[h] : 0.0f;
+        const float *X0 = Xb + (i & 1) * xbuf, *X1 = X0 + Q * lx, *dec = decs + (i & 1) * decbuf;
+        const float *w = dec, *e = dec + 2 * Q, *dtf = dec + 4 * Q;
+        const double *cum = (const double *)(dec + 6 * Q);
+        /* A. head i+1's X (its buffer's last reader: head i-1's phase B);
+         * head i-1's state term; M and Bw0 of head i */
+        if (i + 1 < HG)
+            stage_async<Sh>(a.x + row0 * a.x_stride + (size_t)(h + 1) * P, a.x_stride, 2 * Q, P,
+                            Xb + ((i + 1) & 1) * xbuf, lx, k.vec_x);
+        __pipeline_commit();
+        if (i > 0) heads_y1_state<Sh>(a, Ys1, ly, Ce1, S, ldn, Q, Pt, nk, row0, h - 1, k);
+        /* decay_tile's expression on a copy of the raw tile (s <= t < L = Q;
+         * 0 above the diagonal, never read past the diagonal tile) */
+#pragma unroll 1
+        for (int idx = threadIdx.x; idx < 2 * Q * Q; idx += Sh::threads()) {
+            const int c = idx / (Q * Q), r = idx - c * Q * Q, t = r / Q, s = r - t * Q;
+            const double *cc = cum + c * Q;
+            const int at = c * Q * lm + t * lm + s;
+            const double cs = cc[s];
+            const float ds = dtf[c * Q + s];
+            M0[at] = s <= t ? G0[at] * expf((float)(cc[t] - cs)) * ds : 0.0f;
+        }
+#pragma unroll
+        for (int idx = threadIdx.x; idx < Q * q4; idx += Sh::threads()) {
+            const int t = idx / q4, at = t * ldn + 4 * (idx - t * q4);
+            const float4 v = *(const float4 *)(B0 + at);
+            const float wt = w[t];
+            *(float4 *)(Bw0 + at) = make_float4(v.x * wt, v.y * wt, v.z * wt, v.w * wt);
+        }
+        __pipeline_wait_prior(1); /* head i's X (committed a head ago, or in phase 0) */
+        __syncthreads();
+        /* B. Ce1; the state tasks, Y0 and Y1 tiles, head i+1's decays: in
+         * rounds of 8 tasks, every other round in reverse warp order */
+#pragma unroll
+        for (int idx = threadIdx.x; idx < Q * q4; idx += Sh::threads()) {
+            const int t = idx / q4, at = t * ldn + 4 * (idx - t * q4);
+            const float4 v = *(const float4 *)(C1 + at);
+            const float et = e[Q + t];
+            *(float4 *)(Ce1 + at) = make_float4(v.x * et, v.y * et, v.z * et, v.w * et);
+        }
+        const int nd = i + 1 < HG ? 2 : 0, n2 = Nt + 2 * ny + nd;
+#pragma unroll 1
+        for (int round = 0; round * TC_WARPS < n2; round++) {
+            const int task = round * TC_WARPS + (round & 1 ? TC_WARPS - 1 - warp : warp);
+            if (task >= n2) continue;
+            tc_acc acc;
+            if (task < Nt) { /* S[pi, nj] = X0^T (w0 B0) */
+#pragma unroll 1
+                for (int pi = 0; pi < Pt; pi++) {
+                    wmma::fill_fragment(acc, 0.0f);
+                    mma_steps<wmma::col_major, wmma::row_major>(acc, X0 + 16 * pi, lx, 8 * lx, Bw0 + 16 * task, ldn,
+                                                                8 * ldn, lk);
+                    wmma::store_matrix_sync(S + 16 * pi * ldn + 16 * task, acc, ldn, wmma::mem_row_major);
+                }
+            } else if (task < Nt + 2 * ny) {
+                const int c = task >= Nt + ny, j = task - Nt - c * ny, ti = j / Pt, pj = j % Pt;
+                const float *Xc = c ? X1 : X0, *Mc = M0 + c * Q * lm;
+                float *yt = (c ? Ys1 : Ys0) + 16 * ti * ly + 16 * pj;
+                wmma::load_matrix_sync(acc, Xc + 16 * ti * lx + 16 * pj, lx, wmma::mem_row_major);
+#pragma unroll
+                for (int jj = 0; jj < acc.num_elements; jj++)
+                    acc.x[jj] *= D;
+                mma_steps<wmma::row_major, wmma::row_major>(acc, Mc + 16 * ti * lm, lm, 8, Xc + 16 * pj, lx, 8 * lx,
+                                                            min(2 * (ti + 1), lk));
+                wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
+                if (!c) {
+                    __syncwarp();
+                    tile_out<Sh>(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, lane);
+                }
+            } else { /* head i+1's decays (that buffer's last reader: head i-1's phase B) */
+                heads_decays(a, dts, HG, i + 1, h + 1, task - Nt - 2 * ny, Q, decs + ((i + 1) & 1) * decbuf, lane);
+            }
+        }
+        __syncthreads();
+    }
+    heads_y1_state<Sh>(a, Ys1, ly, Ce1, S, ldn, Q, Pt, nk, row0, h0 + HG - 1, k);
+}
+
+static int tc_pair_on = 1, tc_heads_on = 1;
+extern "C" void st_cuda_ssd_set_scan_tc_pair(int on) { tc_pair_on = on != 0; }
+extern "C" void st_cuda_ssd_set_scan_tc_heads(int on) { tc_heads_on = on != 0; }
+
+/* 1 when scan_tc_launch takes the pair kernel (or the heads kernel) for this call. */
 static int tc_pair_takes(int K, int Q, int P, int N, size_t smem_optin) {
     return tc_pair_on && tc_pair_shape(K, Q) && scan_tc_pair_smem_bytes(Q, P, N) <= smem_optin;
 }
 
-extern "C" int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int N, int Q) {
-    if (!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+/* 1 when it takes the heads kernel (HG = H/G heads a group). */
+static int tc_heads_takes(int K, int Q, int P, int N, int HG, size_t smem_optin) {
+    return tc_heads_on && tc_pair_takes(K, Q, P, N, smem_optin) && HG > 0 &&
+           scan_tc_heads_smem_bytes(Q, P, N, HG) <= smem_optin;
+}
+
+/* The current device's opt-in shared memory a block (0 on failure). */
+static size_t tc_smem_optin(void) {
     int dev = 0, v = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
         return 0;
-    const int Qc = Q < 1 ? 1 : (Q < K ? Q : K); /* clamped as ssd.cu does */
-    return tc_pair_takes(K, Qc, P, N, (size_t)v);
+    return (size_t)v;
 }
 
-template <class Sh> static int tc_pair_launch(const scan_args &a, unsigned blocks, cudaStream_t st) {
-    const size_t bytes = scan_tc_pair_smem_bytes(a.Q, a.P, a.N);
+extern "C" int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    if (!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+    const int Qc = Q < 1 ? 1 : (Q < K ? Q : K); /* clamped as ssd.cu does */
+    return tc_pair_takes(K, Qc, P, N, tc_smem_optin());
+}
+
+extern "C" int st_cuda_ssd_forward_is_scan_tc_heads(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    if (G < 1 || !st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+    const int Qc = Q < 1 ? 1 : (Q < K ? Q : K);
+    return tc_heads_takes(K, Qc, P, N, H / G, tc_smem_optin());
+}
+
+/* One of the kernels over `blocks` blocks with `bytes` of shared memory
+ * (opted in past the 48 KiB default). */
+static int tc_launch(void (*kernel)(scan_args), const scan_args &a, size_t bytes, unsigned blocks, cudaStream_t st) {
     if (bytes > 49152)
-        ST_CUDA_TRY(
-            cudaFuncSetAttribute(scan_tc_pair_kernel<Sh>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    scan_tc_pair_kernel<Sh><<<blocks, SCAN_THREADS, bytes, st>>>(a);
+        ST_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    kernel<<<blocks, SCAN_THREADS, bytes, st>>>(a);
     ST_CUDA_LAUNCHED();
     return ST_OK;
+}
+
+/* Two full chunks: the heads kernel over Bsz G blocks, or the pair kernel over Bsz H. */
+template <class Sh> static int tc_two_chunks_launch(const scan_args &a, int Bsz, int heads, cudaStream_t st) {
+    if (heads)
+        return tc_launch(scan_tc_heads_kernel<Sh>, a, scan_tc_heads_smem_bytes(a.Q, a.P, a.N, a.H / a.G),
+                         (unsigned)((size_t)Bsz * a.G), st);
+    return tc_launch(scan_tc_pair_kernel<Sh>, a, scan_tc_pair_smem_bytes(a.Q, a.P, a.N), (unsigned)((size_t)Bsz * a.H),
+                     st);
 }
 
 int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st) {
-    const unsigned blocks = (unsigned)((size_t)Bsz * a.H);
     if (tc_pair_takes(a.K, a.Q, a.P, a.N, smem_optin)) {
+        const int heads = tc_heads_takes(a.K, a.Q, a.P, a.N, a.H / a.G, smem_optin);
         switch (ssd_fixed_shape_of(a.K, a.P, a.N, a.Q)) { /* the same bits, no runtime index math */
-        case SSD_FIXED_DEFAULT: return tc_pair_launch<ssd_shape_fixed<SSD_SHAPE_DEFAULT, SCAN_THREADS>>(a, blocks, st);
-        case SSD_FIXED_TINY: return tc_pair_launch<ssd_shape_fixed<SSD_SHAPE_TINY, SCAN_THREADS>>(a, blocks, st);
-        default: return tc_pair_launch<ssd_shape_any>(a, blocks, st);
+        case SSD_FIXED_DEFAULT:
+            return tc_two_chunks_launch<ssd_shape_fixed<SSD_SHAPE_DEFAULT, SCAN_THREADS>>(a, Bsz, heads, st);
+        case SSD_FIXED_TINY:
+            return tc_two_chunks_launch<ssd_shape_fixed<SSD_SHAPE_TINY, SCAN_THREADS>>(a, Bsz, heads, st);
+        default: return tc_two_chunks_launch<ssd_shape_any>(a, Bsz, heads, st);
         }
     }
-    const size_t bytes = scan_tc_smem_bytes(a.Q, a.P, a.N);
-    if (bytes > 49152)
-        ST_CUDA_TRY(cudaFuncSetAttribute(scan_tc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    scan_tc_kernel<<<blocks, SCAN_THREADS, bytes, st>>>(a);
-    ST_CUDA_LAUNCHED();
-    return ST_OK;
+    return tc_launch(scan_tc_kernel, a, scan_tc_smem_bytes(a.Q, a.P, a.N), (unsigned)((size_t)Bsz * a.H), st);
 }

@@ -92,7 +92,13 @@
  * H = P = N = 1 (256 row slots for K = 40); outside quick mode the default
  * shape at 300 windows (x past 16 MiB, the forward's L2 prefetch off)
  * against the reference and, in its first 16 windows, bit for bit against
- * those windows run alone (prefetch on). */
+ * those windows run alone (prefetch on).
+ * Case 16: the pair forward as one block a (window, group), B, C and G
+ * once for the group's heads (st_cuda_ssd_set_scan_tc_heads), against one
+ * block a (window, head) in bf16 mode: every output bit for bit on
+ * contiguous and padded rows, each within the bf16 bound of the float64
+ * recurrence; the default and tiny shapes, two groups, and a runtime shape
+ * (P = 24, N = 40, Q = 16) with three groups. */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -882,6 +888,62 @@ static void test_fixed_shape(const char *label, int Bsz, int K, int H, int P, in
     free_result(&oracle), free_problem(&pb);
 }
 
+/* ---- case 16: the pair forward a (window, group) -------------------------------- */
+
+/* bf16 mode, one shape: the pair forward as one block a (window, group)
+ * (st_cuda_ssd_set_scan_tc_heads(1): B, C and G once for the group's
+ * heads) against one block a (window, head), every output bit for bit on
+ * contiguous rows and padded strides, into poisoned outputs (gpu_run), and
+ * within TC_GRAD_BOUND of the float64 recurrence. A head's X, dt, A or D
+ * taken from another head, or a state from another head's decays, changes
+ * y far beyond one bit. Leaves the switch on and fp32 mode. */
+static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    result oracle = make_result(&pb), on[2] = {make_result(&pb), make_result(&pb)};
+    result off[2] = {make_result(&pb), make_result(&pb)};
+    cpu_double_sequential(&pb, &oracle);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int heads = st_cuda_ssd_forward_is_scan_tc_heads(Bsz, K, H, P, G, N, Q);
+    int pads[4] = {0, 0, 0, 0}, ok = 1;
+    for (int padded = 0; padded < 2; padded++)
+        ok = ok && gpu_run(&pb, Q, padded, &on[padded], &pads[padded]) == ST_OK;
+    st_cuda_ssd_set_scan_tc_heads(0);
+    const int heads_off = st_cuda_ssd_forward_is_scan_tc_heads(Bsz, K, H, P, G, N, Q);
+    const int pair_off = st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q);
+    for (int padded = 0; padded < 2; padded++)
+        ok = ok && gpu_run(&pb, Q, padded, &off[padded], &pads[2 + padded]) == ST_OK;
+    st_cuda_ssd_set_scan_tc_heads(1);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    check_taken(label, "the pair forward a (window, group)", heads, 1);
+    check_taken(label, "the pair forward a (window, group) under st_cuda_ssd_set_scan_tc_heads(0)", heads_off, 0);
+    check_taken(label, "the pair forward a (window, head) under st_cuda_ssd_set_scan_tc_heads(0)", pair_off, 1);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, a block a (window, group) vs a (window, head):\n",
+               label, Bsz, K, H, P, G, N, Q);
+        for (int i = T_Y; i < T_COUNT; i++) {
+            long rows, where;
+            int cols;
+            double gv, rv, err = tensor_err(&pb, i, &on[1], &oracle, &where, &gv, &rv);
+            tensor_shape(&pb, i, &rows, &cols);
+            const size_t bytes = sizeof(float) * (size_t)(rows * cols);
+            int same[2];
+            for (int padded = 0; padded < 2; padded++)
+                same[padded] = !memcmp(*tensor_ptr(&on[padded], i), *tensor_ptr(&off[padded], i), bytes);
+            printf("  %-4s contiguous %s, padded %s; vs CPU f64 seq %.2e\n", tensor_names[i],
+                   same[0] ? "bit-identical" : "DIFFER", same[1] ? "bit-identical" : "DIFFER", err);
+            CHECK(same[0] && same[1], "%s: %s of the (window, group) kernel differs from the (window, head) one (%s)",
+                  label, tensor_names[i], same[0] ? "padded" : "contiguous");
+            CHECK(err <= TC_GRAD_BOUND, "%s: bf16 %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
+                  label, tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
+        }
+        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+    }
+    for (int j = 0; j < 2; j++)
+        free_result(&on[j]), free_result(&off[j]);
+    free_result(&oracle), free_problem(&pb);
+}
+
 /* ---- case 13: the last row only --------------------------------------------- */
 
 /* norm(a - b) / norm(b) over n values (Inf when a holds a non-finite value). */
@@ -1131,12 +1193,18 @@ static void run_numbered(int i) {
         test_last_row("H=P=N=1 (one column, 256 row slots, K=40)", 5, 40, 1, 1, 1, 1, 8200);
         if (!test_quick()) test_last_row_prefetch(300, 16, 8300);
         break;
+    case 16: /* bf16 mode: the pair forward a (window, group) gives the (window, head) kernel's bits */
+        test_heads("heads: default shape", 8, 64, 8, 32, 1, 64, 32, 8400);
+        test_heads("heads: tiny shape", 6, 32, 4, 16, 1, 16, 16, 8500);
+        test_heads("heads: default shape, two groups", 5, 64, 8, 32, 2, 64, 32, 8600);
+        test_heads("heads: runtime shape, three groups (P=24 N=40)", 3, 32, 6, 24, 3, 40, 16, 8700);
+        break;
     }
     set_paths(1, 1, 1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 15; i++)
+    for (int i = 0; i <= 16; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

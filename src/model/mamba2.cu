@@ -177,11 +177,24 @@ static int m2_A(int H, const float *A_log, float *A, cudaStream_t st) {
 /* ---- the block ------------------------------------------------------------ */
 
 /* What the full block and the tail share before the SSD: [z, xBC, dt_raw]
- * = a in_proj^T, xBC = SiLU(conv), dt = softplus(dt_raw + dt_bias), A. */
+ * = a in_proj^T, xBC = SiLU(conv), dt = softplus(dt_raw + dt_bias), A.
+ * z_last_only (the tail): z, which only the gated norm reads, at the last
+ * row of each window only (its other rows are not written): in_proj as
+ * [xBC, dt_raw] over every row (in_proj_w's rows d_inner..) and z over the
+ * last rows (its first d_inner rows); 40% fewer bytes stored at the
+ * default preset (d_inner 256 of in_out 648 columns). */
 static int m2_forward_pre_ssd(const m2_sizes &s, const st_cuda_mamba2_weights *w, const m2_saved &sv, const m2_work &wk,
-                              cudaStream_t st) {
-    const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R;
-    ST_TRY(st_cuda_linear_forward(R, s.D, io, sv.a, s.D, w->in_proj_w, NULL, sv.zx, io, st));
+                              int z_last_only, cudaStream_t st) {
+    const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R, K = s.K;
+    if (z_last_only) {
+        const size_t last = (size_t)(K - 1);
+        ST_TRY(st_cuda_linear_forward(R, s.D, cd + s.H, sv.a, s.D, w->in_proj_w + (size_t)di * s.D, NULL, sv.zx + di,
+                                      io, st));
+        ST_TRY(st_cuda_linear_forward(s.Bsz, s.D, di, sv.a + last * s.D, K * s.D, w->in_proj_w, NULL,
+                                      sv.zx + last * io, K * io, st));
+    } else {
+        ST_TRY(st_cuda_linear_forward(R, s.D, io, sv.a, s.D, w->in_proj_w, NULL, sv.zx, io, st));
+    }
     ST_TRY(st_cuda_conv1d_forward(s.Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
     m2_dt_forward_kernel<<<m2_blocks((long)R * s.H), M2_THREADS, 0, st>>>(R, s.H, sv.zx, io, di + cd, w->dt_bias,
                                                                           sv.dt, s.H);
@@ -219,7 +232,7 @@ extern "C" int st_cuda_mamba2_forward(const st_dims *d, int Bsz, const st_cuda_m
      * the caller's, outside saved and work, so nothing below touches it before the last product */
     ST_TRY(st_cuda_layernorm_forward_copy(R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd,
                                           u_out, u_out_stride, st));
-    ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, st));
+    ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, 0, st));
     ST_TRY(st_cuda_ssd_forward_chunked(Bsz, s.K, s.H, s.P, s.G, s.N, s.Q, sv.xBC, cd, sv.dt, s.H, wk.A, sv.xBC + di,
                                        cd, sv.xBC + di + s.GN, cd, w->Dskip, sv.y, di, wk.ssd, st));
     ST_TRY(st_cuda_rmsnorm_gated_forward(R, di, sv.y, di, sv.zx, io, w->norm_w, M2_EPS, sv.gated, di, sv.rms, st));
@@ -291,7 +304,7 @@ extern "C" int st_cuda_mamba2_forward_last(const st_dims *d, int Bsz, const st_c
 
     ST_TRY(st_cuda_layernorm_forward(s.R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd,
                                      st));
-    ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, st));
+    ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, 1, st));
     /* from here on the last rows only, at their natural positions in saved */
     float *y = sv.y + m2_last(s, di), *gated = sv.gated + m2_last(s, di);
     ST_TRY(st_cuda_ssd_last_row_forward(Bsz, K, s.H, s.P, s.G, s.N, sv.xBC, cd, sv.dt, s.H, wk.A, sv.xBC + di, cd,

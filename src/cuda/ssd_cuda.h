@@ -75,10 +75,12 @@ int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int
 
 /* Whether the pair kernel runs as one block a (window, group) that stages
  * the group's B and C and forms its G = C B^T tiles once for all its H/G
- * heads, then does each head's remaining work (1, the default, where its
- * shared memory fits), or as one block a (window, head) (0). The same bits
- * either way (tests compare them). Process-wide. */
-void st_cuda_ssd_set_scan_tc_heads(int on);
+ * heads, then does each head's remaining work, or as one block a (window,
+ * head): 1 (the default) the first where its shared memory fits and the
+ * batch makes at least 4 blocks an SM, 2 the first wherever it fits (the
+ * tests), 0 never. The same bits either way (tests compare them).
+ * Process-wide. */
+void st_cuda_ssd_set_scan_tc_heads(int mode);
 
 /* 1 when st_cuda_ssd_forward_chunked with these sizes would run the pair
  * kernel a (window, group) (for the tests). */

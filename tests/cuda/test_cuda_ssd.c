@@ -94,7 +94,8 @@
  * against the reference and, in its first 16 windows, bit for bit against
  * those windows run alone (prefetch on).
  * Case 16: the pair forward as one block a (window, group), B, C and G
- * once for the group's heads (st_cuda_ssd_set_scan_tc_heads), against one
+ * once for the group's heads (st_cuda_ssd_set_scan_tc_heads(2); under the
+ * default batch rule these batches keep the other), against one
  * block a (window, head) in bf16 mode: every output bit for bit on
  * contiguous and padded rows, each within the bf16 bound of the float64
  * recurrence; the default and tiny shapes, two groups, and a runtime shape
@@ -891,7 +892,7 @@ static void test_fixed_shape(const char *label, int Bsz, int K, int H, int P, in
 /* ---- case 16: the pair forward a (window, group) -------------------------------- */
 
 /* bf16 mode, one shape: the pair forward as one block a (window, group)
- * (st_cuda_ssd_set_scan_tc_heads(1): B, C and G once for the group's
+ * (st_cuda_ssd_set_scan_tc_heads(2): B, C and G once for the group's
  * heads) against one block a (window, head), every output bit for bit on
  * contiguous rows and padded strides, into poisoned outputs (gpu_run), and
  * within TC_GRAD_BOUND of the float64 recurrence. A head's X, dt, A or D
@@ -903,6 +904,9 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
     result off[2] = {make_result(&pb), make_result(&pb)};
     cpu_double_sequential(&pb, &oracle);
     st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    st_cuda_ssd_set_scan_tc_heads(1); /* the batch rule: these small batches keep a block a head */
+    const int heads_auto = st_cuda_ssd_forward_is_scan_tc_heads(Bsz, K, H, P, G, N, Q);
+    st_cuda_ssd_set_scan_tc_heads(2);
     const int heads = st_cuda_ssd_forward_is_scan_tc_heads(Bsz, K, H, P, G, N, Q);
     int pads[4] = {0, 0, 0, 0}, ok = 1;
     for (int padded = 0; padded < 2; padded++)
@@ -914,6 +918,7 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
         ok = ok && gpu_run(&pb, Q, padded, &off[padded], &pads[2 + padded]) == ST_OK;
     st_cuda_ssd_set_scan_tc_heads(1);
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    check_taken(label, "the pair forward a (window, group) at a batch under 4 blocks an SM", heads_auto, 0);
     check_taken(label, "the pair forward a (window, group)", heads, 1);
     check_taken(label, "the pair forward a (window, group) under st_cuda_ssd_set_scan_tc_heads(0)", heads_off, 0);
     check_taken(label, "the pair forward a (window, head) under st_cuda_ssd_set_scan_tc_heads(0)", pair_off, 1);

@@ -833,6 +833,31 @@ static void check_taken(const char *label, const char *path, int taken, int expe
           expected ? "taken" : "not");
 }
 
+/* Two paths' runs (on, off: contiguous and padded rows each) of one
+ * problem in bf16 mode: every output the same bits between them, each
+ * within TC_GRAD_BOUND of the float64 oracle, no padding written
+ * (pads[4]: gpu_run's padding checks). what: the two paths, for messages. */
+static void check_same_bits(const char *label, const char *what, const problem *pb, result *on, result *off,
+                            const result *oracle, const int *pads) {
+    for (int i = T_Y; i < T_COUNT; i++) {
+        long rows, where;
+        int cols;
+        double gv, rv, err = tensor_err(pb, i, &on[1], oracle, &where, &gv, &rv);
+        tensor_shape(pb, i, &rows, &cols);
+        const size_t bytes = sizeof(float) * (size_t)(rows * cols);
+        int same[2];
+        for (int padded = 0; padded < 2; padded++)
+            same[padded] = !memcmp(*tensor_ptr(&on[padded], i), *tensor_ptr(&off[padded], i), bytes);
+        printf("  %-4s contiguous %s, padded %s; vs CPU f64 seq %.2e\n", tensor_names[i],
+               same[0] ? "bit-identical" : "DIFFER", same[1] ? "bit-identical" : "DIFFER", err);
+        CHECK(same[0] && same[1], "%s: %s of %s differ (%s rows)", label, tensor_names[i], what,
+              same[0] ? "padded" : "contiguous");
+        CHECK(err <= TC_GRAD_BOUND, "%s: bf16 %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)", label,
+              tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
+    }
+    CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+}
+
 /* bf16 mode, one shape: the fixed-shape kernels (expect_fixed: whether
  * the sizes have them; expect_pair: whether the forward is the pair
  * kernel) against the runtime-shape code, every output bit for bit, on
@@ -866,23 +891,7 @@ static void test_fixed_shape(const char *label, int Bsz, int K, int H, int P, in
     if (ok) {
         printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, %s vs the runtime shape:\n", label, Bsz, K, H, P,
                G, N, Q, fixed ? "compile-time shape" : "no compile-time shape (runtime both ways)");
-        for (int i = T_Y; i < T_COUNT; i++) {
-            long rows, where;
-            int cols;
-            double gv, rv, err = tensor_err(&pb, i, &on[1], &oracle, &where, &gv, &rv);
-            tensor_shape(&pb, i, &rows, &cols);
-            const size_t bytes = sizeof(float) * (size_t)(rows * cols);
-            int same[2];
-            for (int padded = 0; padded < 2; padded++)
-                same[padded] = !memcmp(*tensor_ptr(&on[padded], i), *tensor_ptr(&off[padded], i), bytes);
-            printf("  %-4s contiguous %s, padded %s; vs CPU f64 seq %.2e\n", tensor_names[i],
-                   same[0] ? "bit-identical" : "DIFFER", same[1] ? "bit-identical" : "DIFFER", err);
-            CHECK(same[0] && same[1], "%s: %s of the compile-time shape differs from the runtime shape's (%s rows)",
-                  label, tensor_names[i], same[0] ? "padded" : "contiguous");
-            CHECK(err <= TC_GRAD_BOUND, "%s: bf16 %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
-                  label, tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
-        }
-        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+        check_same_bits(label, "the compile-time shape and the runtime shape", &pb, on, off, &oracle, pads);
     }
     for (int j = 0; j < 2; j++)
         free_result(&on[j]), free_result(&off[j]);
@@ -926,23 +935,7 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
     if (ok) {
         printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, a block a (window, group) vs a (window, head):\n",
                label, Bsz, K, H, P, G, N, Q);
-        for (int i = T_Y; i < T_COUNT; i++) {
-            long rows, where;
-            int cols;
-            double gv, rv, err = tensor_err(&pb, i, &on[1], &oracle, &where, &gv, &rv);
-            tensor_shape(&pb, i, &rows, &cols);
-            const size_t bytes = sizeof(float) * (size_t)(rows * cols);
-            int same[2];
-            for (int padded = 0; padded < 2; padded++)
-                same[padded] = !memcmp(*tensor_ptr(&on[padded], i), *tensor_ptr(&off[padded], i), bytes);
-            printf("  %-4s contiguous %s, padded %s; vs CPU f64 seq %.2e\n", tensor_names[i],
-                   same[0] ? "bit-identical" : "DIFFER", same[1] ? "bit-identical" : "DIFFER", err);
-            CHECK(same[0] && same[1], "%s: %s of the (window, group) kernel differs from the (window, head) one (%s)",
-                  label, tensor_names[i], same[0] ? "padded" : "contiguous");
-            CHECK(err <= TC_GRAD_BOUND, "%s: bf16 %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
-                  label, tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
-        }
-        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+        check_same_bits(label, "the (window, group) and the (window, head) kernels", &pb, on, off, &oracle, pads);
     }
     for (int j = 0; j < 2; j++)
         free_result(&on[j]), free_result(&off[j]);

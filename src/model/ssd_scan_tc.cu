@@ -279,6 +279,47 @@ __device__ static inline void tc_vecs_of(const scan_args &a, tc_block &k) {
     k.vec_y = (a.P & 3) == 0 && (a.y_stride & 3) == 0 && aligned16(a.y);
 }
 
+/* Head h's chunk-1 Y tiles: Ys1 + Ce1 S^T over n, copied out (Ce1 = C1
+ * e1; the pair kernels' last phase). */
+template <class Sh>
+__device__ static inline void pair_y1_state(const scan_args &a, float *Ys1, int ly, const float *Ce1, const float *S,
+                                            int ldn, int Q, int Pt, int nk, size_t row0, int h, const tc_block &k) {
+    const int ny = Q / 16 * Pt;
+    for (int task = k.warp; task < ny; task += TC_WARPS) {
+        const int ti = task / Pt, pj = task % Pt;
+        float *yt = Ys1 + 16 * ti * ly + 16 * pj;
+        tc_acc acc;
+        wmma::load_matrix_sync(acc, yt, ly, wmma::mem_row_major);
+        mma_steps<wmma::row_major, wmma::col_major>(acc, Ce1 + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8, nk);
+        wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
+        __syncwarp();
+        tile_out<Sh>(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, k.lane);
+    }
+}
+
+/* Chunk c's Y tile j (of Q/16 x Pt) of head h: D Xc + Mc Xc into Ys0 or
+ * Ys1 (X1, M1, Ys1 follow X0, M0, Ys0 by Q rows); chunk 0's copied out. */
+template <class Sh>
+__device__ static inline void pair_y_tile(const scan_args &a, const float *X0, int lx, const float *M0, int lm,
+                                          float *Ys0, int ly, int Q, int Pt, int lk, int c, int j, float D,
+                                          size_t row0, int h, const tc_block &k) {
+    const int ti = j / Pt, pj = j % Pt;
+    const float *Xc = X0 + c * Q * lx, *Mc = M0 + c * Q * lm;
+    float *yt = Ys0 + c * Q * ly + 16 * ti * ly + 16 * pj;
+    tc_acc acc;
+    wmma::load_matrix_sync(acc, Xc + 16 * ti * lx + 16 * pj, lx, wmma::mem_row_major);
+#pragma unroll
+    for (int jj = 0; jj < acc.num_elements; jj++)
+        acc.x[jj] *= D; /* D x, elementwise: the layout of the fragment does not matter */
+    mma_steps<wmma::row_major, wmma::row_major>(acc, Mc + 16 * ti * lm, lm, 8, Xc + 16 * pj, lx, 8 * lx,
+                                                min(2 * (ti + 1), lk));
+    wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
+    if (!c) {
+        __syncwarp();
+        tile_out<Sh>(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, k.lane);
+    }
+}
+
 /* 4 blocks an SM (as the shared memory allows at the default shape): held
  * to 64 registers. */
 static __global__ void __launch_bounds__(SCAN_THREADS, 4) scan_tc_kernel(scan_args a) {
@@ -447,7 +488,7 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 4) sc
     const int ldn = l.ldn, lx = l.lx, lm = l.lm, ly = l.ly, Lt = Q / 16, Pt = l.Pp / 16, Nt = l.Np / 16;
     const int nk = (N + 7) / 8, lk = Q / 8;
     float *B0 = sm_tp + l.B0, *B1 = B0 + Q * ldn, *S = B1, *C0 = sm_tp + l.C0, *C1 = sm_tp + l.C1;
-    float *Ys0 = C0, *Ys1 = C0 + Q * ly, *X0 = sm_tp + l.X0, *X1 = X0 + Q * lx, *M0 = sm_tp + l.M0, *M1 = M0 + Q * lm;
+    float *Ys0 = C0, *Ys1 = C0 + Q * ly, *X0 = sm_tp + l.X0, *M0 = sm_tp + l.M0, *M1 = M0 + Q * lm;
     float *w = sm_tp + l.w, *e = sm_tp + l.e, *dtf = sm_tp + l.dtf;
     double *cum = (double *)(sm_tp + l.cum);
     const tc_block k = tc_block_of(a);
@@ -508,20 +549,8 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 4) sc
                 wmma::store_matrix_sync(S + 16 * pi * ldn + 16 * task, acc, ldn, wmma::mem_row_major);
             }
         } else {
-            const int c = task >= Nt + ny, i = task - Nt - c * ny, ti = i / Pt, pj = i % Pt;
-            const float *Xc = c ? X1 : X0, *Mc = c ? M1 : M0;
-            float *yt = (c ? Ys1 : Ys0) + 16 * ti * ly + 16 * pj;
-            wmma::load_matrix_sync(acc, Xc + 16 * ti * lx + 16 * pj, lx, wmma::mem_row_major);
-#pragma unroll
-            for (int j = 0; j < acc.num_elements; j++)
-                acc.x[j] *= k.D; /* D x, elementwise: the layout of the fragment does not matter */
-            mma_steps<wmma::row_major, wmma::row_major>(acc, Mc + 16 * ti * lm, lm, 8, Xc + 16 * pj, lx, 8 * lx,
-                                                        min(2 * (ti + 1), lk));
-            wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
-            if (!c) {
-                __syncwarp();
-                tile_out<Sh>(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, lane);
-            }
+            const int c = task >= Nt + ny;
+            pair_y_tile<Sh>(a, X0, lx, M0, lm, Ys0, ly, Q, Pt, lk, c, task - Nt - c * ny, k.D, row0, h, k);
         }
     }
     /* C1's rows by e1 (C1's last reader before phase 3 was phase 1), float4s */
@@ -534,16 +563,7 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 4) sc
     }
     __syncthreads();
     /* 3. chunk 1's Y tiles: Ys1 + (e1 C1) S^T over n, copied out */
-    for (int task = warp; task < ny; task += TC_WARPS) {
-        const int ti = task / Pt, pj = task % Pt;
-        float *yt = Ys1 + 16 * ti * ly + 16 * pj;
-        tc_acc acc;
-        wmma::load_matrix_sync(acc, yt, ly, wmma::mem_row_major);
-        mma_steps<wmma::row_major, wmma::col_major>(acc, C1 + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8, nk);
-        wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
-        __syncwarp();
-        tile_out<Sh>(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, lane);
-    }
+    pair_y1_state<Sh>(a, Ys1, ly, C1, S, ldn, Q, Pt, nk, row0, h, k);
 }
 
 /* ---- The pair kernel a (window, group) ----
@@ -605,24 +625,6 @@ __device__ static inline void heads_decays(const scan_args &a, const float *dts,
                  dec + 4 * Q + c * Q, dec + 2 * Q + c * Q, dec + c * Q, lane);
 }
 
-/* Head h's chunk-1 Y tiles: Ys1 + Ce1 S^T over n, copied out (the pair
- * kernel's phase 3). */
-template <class Sh>
-__device__ static inline void heads_y1_state(const scan_args &a, float *Ys1, int ly, const float *Ce1, const float *S,
-                                             int ldn, int Q, int Pt, int nk, size_t row0, int h, const tc_block &k) {
-    const int ny = Q / 16 * Pt;
-    for (int task = k.warp; task < ny; task += TC_WARPS) {
-        const int ti = task / Pt, pj = task % Pt;
-        float *yt = Ys1 + 16 * ti * ly + 16 * pj;
-        tc_acc acc;
-        wmma::load_matrix_sync(acc, yt, ly, wmma::mem_row_major);
-        mma_steps<wmma::row_major, wmma::col_major>(acc, Ce1 + 16 * ti * ldn, ldn, 8, S + 16 * pj * ldn, ldn, 8, nk);
-        wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
-        __syncwarp();
-        tile_out<Sh>(a, Ys1, ly, 16 * ti, 16 * pj, Q, row0 + Q, h, k.vec_y, k.lane);
-    }
-}
-
 /* 2 blocks an SM (as its shared memory allows at the default shape). */
 template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 2) scan_tc_heads_kernel(scan_args a) {
     extern __shared__ __align__(128) float sm_th[];
@@ -674,7 +676,7 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 2) sc
     for (int i = 0; i < HG; i++) {
         const int h = h0 + i;
         const float D = a.Dskip ? a.Dskip[h] : 0.0f;
-        const float *X0 = Xb + (i & 1) * xbuf, *X1 = X0 + Q * lx, *dec = decs + (i & 1) * decbuf;
+        const float *X0 = Xb + (i & 1) * xbuf, *dec = decs + (i & 1) * decbuf;
         const float *w = dec, *e = dec + 2 * Q, *dtf = dec + 4 * Q;
         const double *cum = (const double *)(dec + 6 * Q);
         /* A. head i+1's X (its buffer's last reader: head i-1's phase B);
@@ -683,7 +685,7 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 2) sc
             stage_async<Sh>(a.x + row0 * a.x_stride + (size_t)(h + 1) * P, a.x_stride, 2 * Q, P,
                             Xb + ((i + 1) & 1) * xbuf, lx, k.vec_x);
         __pipeline_commit();
-        if (i > 0) heads_y1_state<Sh>(a, Ys1, ly, Ce1, S, ldn, Q, Pt, nk, row0, h - 1, k);
+        if (i > 0) pair_y1_state<Sh>(a, Ys1, ly, Ce1, S, ldn, Q, Pt, nk, row0, h - 1, k);
         /* decay_tile's expression on a copy of the raw tile (s <= t < L = Q;
          * 0 above the diagonal, never read past the diagonal tile) */
 #pragma unroll 1
@@ -728,27 +730,15 @@ template <class Sh> static __global__ void __launch_bounds__(SCAN_THREADS, 2) sc
                     wmma::store_matrix_sync(S + 16 * pi * ldn + 16 * task, acc, ldn, wmma::mem_row_major);
                 }
             } else if (task < Nt + 2 * ny) {
-                const int c = task >= Nt + ny, j = task - Nt - c * ny, ti = j / Pt, pj = j % Pt;
-                const float *Xc = c ? X1 : X0, *Mc = M0 + c * Q * lm;
-                float *yt = (c ? Ys1 : Ys0) + 16 * ti * ly + 16 * pj;
-                wmma::load_matrix_sync(acc, Xc + 16 * ti * lx + 16 * pj, lx, wmma::mem_row_major);
-#pragma unroll
-                for (int jj = 0; jj < acc.num_elements; jj++)
-                    acc.x[jj] *= D;
-                mma_steps<wmma::row_major, wmma::row_major>(acc, Mc + 16 * ti * lm, lm, 8, Xc + 16 * pj, lx, 8 * lx,
-                                                            min(2 * (ti + 1), lk));
-                wmma::store_matrix_sync(yt, acc, ly, wmma::mem_row_major);
-                if (!c) {
-                    __syncwarp();
-                    tile_out<Sh>(a, Ys0, ly, 16 * ti, 16 * pj, Q, row0, h, k.vec_y, lane);
-                }
+                const int c = task >= Nt + ny;
+                pair_y_tile<Sh>(a, X0, lx, M0, lm, Ys0, ly, Q, Pt, lk, c, task - Nt - c * ny, D, row0, h, k);
             } else { /* head i+1's decays (that buffer's last reader: head i-1's phase B) */
                 heads_decays(a, dts, HG, i + 1, h + 1, task - Nt - 2 * ny, Q, decs + ((i + 1) & 1) * decbuf, lane);
             }
         }
         __syncthreads();
     }
-    heads_y1_state<Sh>(a, Ys1, ly, Ce1, S, ldn, Q, Pt, nk, row0, h0 + HG - 1, k);
+    pair_y1_state<Sh>(a, Ys1, ly, Ce1, S, ldn, Q, Pt, nk, row0, h0 + HG - 1, k);
 }
 
 static int tc_pair_on = 1, tc_heads_mode = 1;

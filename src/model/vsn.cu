@@ -308,16 +308,23 @@ static __global__ void sel_tail_group_kernel(int rows, int F, const float *ln_w,
         const bool live = r0 + lane / G < (size_t)rows;
         const size_t r = live ? r0 + lane / G : r0;
         float *g = gl + r * 2 * (size_t)F, *xr = x + r * (size_t)F;
-        float xv[NV];
+        float xv[NV], g1[NV], g2[NV];
+        /* every load before any store: g and x could alias for all the compiler knows, so
+         * interleaved they would wait out a memory latency each (3 NV in a row) */
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int i = q + k * G;
+            xv[k] = 0.0f, g1[k] = 0.0f, g2[k] = 0.0f;
+            if (live && i < F) xv[k] = xr[i], g1[k] = g[i], g2[k] = g[F + i];
+        }
         double s = 0;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             const int i = q + k * G;
-            xv[k] = 0.0f;
             if (live && i < F) {
-                const float sg = dev_sigmoid(g[F + i]);
+                const float sg = dev_sigmoid(g2[k]);
                 g[F + i] = sg;
-                const float xi = xr[i] + g[i] * sg;
+                const float xi = xv[k] + g1[k] * sg;
                 xr[i] = xi;
                 xv[k] = xi;
                 s += xi;

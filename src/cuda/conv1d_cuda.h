@@ -27,6 +27,12 @@ size_t st_cuda_conv1d_work_count(int Bsz, int K, int Ch, int W);
 int st_cuda_conv1d_forward(int Bsz, int K, int Ch, int W, const float *x, int x_stride, const float *w, const float *b,
                            int silu, float *y, int y_stride, void *stream);
 
+/* The forward at row K-1 of each window only (y's other rows untouched):
+ * the bits of st_cuda_conv1d_forward's row K-1. The last block's C
+ * columns, which its SSD reads at that row alone. */
+int st_cuda_conv1d_forward_last(int Bsz, int K, int Ch, int W, const float *x, int x_stride, const float *w,
+                                const float *b, int silu, float *y, int y_stride, void *stream);
+
 /* dx written; dw [Ch, W] and db [Ch] added to (either may be NULL); work
  * holds st_cuda_conv1d_work_count(Bsz, K, Ch) device floats. */
 int st_cuda_conv1d_backward(int Bsz, int K, int Ch, int W, const float *x, int x_stride, const float *w, const float *b,

@@ -52,6 +52,21 @@ void st_cuda_linear_set_bias_epilogue(int on);
 int st_cuda_linear_bias_epilogue_takes(int rows, int in, int out, const float *x, int x_stride, const float *W,
                                        const float *b, float *y, int y_stride, void *stream);
 
+/* y[r, 0:out] = res[r, 0:out] + x[r, 0:in] . W^T: a residual block's
+ * output product. One cublasLt product reading res as its C and writing y
+ * as its D where cublasLt offers an algorithm for the shape and
+ * alignments; else res copied into y, then the product added with beta =
+ * 1. res may be y with y's stride (in place: the product with beta = 1);
+ * else it must not overlap y. No bias. */
+int st_cuda_linear_forward_res(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                               const float *res, int res_stride, float *y, int y_stride, void *stream);
+
+/* The residual's cublasLt product on (1, the default) or off (0: the copy
+ * and beta = 1 always), and whether a call with these arguments takes it. */
+void st_cuda_linear_set_res_lt(int on);
+int st_cuda_linear_res_lt_takes(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                                const float *res, int res_stride, float *y, int y_stride, void *stream);
+
 /* dx[r, 0:in] (=|+=) dy[r] . W;  dW += dy^T x;  db += sum_r dy[r].
  * dx, dW, db may each be NULL when not wanted. */
 int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_stride, const float *W, const float *dy,

@@ -555,6 +555,35 @@ extern "C" int st_cuda_conv1d_forward(int Bsz, int K, int Ch, int W, const float
     return ST_OK;
 }
 
+/* Row K-1 of window b (a thread per (window, channel)): the taps in the
+ * CPU's order, one FMA each as tile_pre (the window's zero history taps
+ * skipped: they add nothing), so the bits of the full forward's row K-1. */
+static __global__ void conv_forward_last_kernel(int Bsz, int K, int Ch, int W, const float *__restrict__ x,
+                                                int x_stride, const float *__restrict__ w,
+                                                const float *__restrict__ b, int silu, float *__restrict__ y,
+                                                int y_stride) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)Bsz * Ch) return;
+    const int ch = (int)(idx % Ch);
+    const size_t r = (size_t)(idx / Ch) * K + (K - 1);
+    float pre = b[ch];
+    for (int i = 0; i < W; i++) {
+        const int back = W - 1 - i; /* x[K-1-back] */
+        if (back <= K - 1) pre = fmaf(w[(size_t)ch * W + i], x[(r - back) * x_stride + ch], pre);
+    }
+    y[r * y_stride + ch] = silu ? siluf_st(pre) : pre;
+}
+
+extern "C" int st_cuda_conv1d_forward_last(int Bsz, int K, int Ch, int W, const float *x, int x_stride,
+                                           const float *w, const float *b, int silu, float *y, int y_stride,
+                                           void *stream) {
+    if (Bsz <= 0 || K <= 0 || Ch <= 0) return ST_OK;
+    conv_forward_last_kernel<<<blocks_for((long)Bsz * Ch, 256), 256, 0, (cudaStream_t)stream>>>(
+        Bsz, K, Ch, W, x, x_stride, w, b, silu, y, y_stride);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
 extern "C" int st_cuda_conv1d_backward(int Bsz, int K, int Ch, int W, const float *x, int x_stride, const float *w,
                                        const float *b, int silu, const float *dy, int dy_stride, float *dx,
                                        int dx_stride, float *dw, float *db, float *work, void *stream) {

@@ -238,16 +238,19 @@ static __global__ void bias_rows_kernel(int rows, int out, const float *b, float
  * the heuristic offers an algorithm; else the old way. Plans are not
  * guarded for concurrent use from several host threads (as the handle). */
 enum { LT_PLANS = 128 };
+enum { LT_BIAS = 0, LT_RES = 1 }; /* the plan's kind: y = x W^T + b, or y = res + x W^T (below) */
 typedef struct {
-    int used, ok, dev, rows, in, out, xs, ys, mode, ax, aw, ay;
+    int used, ok, kind, dev, rows, in, out, xs, ys, rs, mode, ax, aw, ay, ar;
     cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t A, B, C;
+    cublasLtMatrixLayout_t A, B, C, D; /* C: y (LT_BIAS) or res (LT_RES); D: y */
     cublasLtMatmulAlgo_t algo;
+    st_blas *bl; /* the device's handles (st_blas_devs[dev]: fixed for the process) */
 } lt_plan;
 static lt_plan lt_plans[LT_PLANS];
-static int lt_bias_on = 1;
+static int lt_bias_on = 1, lt_res_on = 1;
 
 extern "C" void st_cuda_linear_set_bias_epilogue(int on) { lt_bias_on = on != 0; }
+extern "C" void st_cuda_linear_set_res_lt(int on) { lt_res_on = on != 0; }
 
 /* The alignment in bytes (16, 8 or 4) of every row start of a matrix at p, row stride `stride` floats. */
 static int lt_align(const void *p, int stride) {
@@ -256,24 +259,27 @@ static int lt_align(const void *p, int stride) {
 }
 
 /* The descriptors and algorithm of plan p (its key fields set), ok = 0 where cublasLt offers none.
- * Column-major, as cuBLAS sees the row-major operands: D [out, rows] = W^T' x', W' = W read
- * column-major [in, out] (ld in, transposed), x' [in, rows] (ld xs), D = C [out, rows] (ld ys). */
+ * Column-major, as cuBLAS sees the row-major operands: D [out, rows] = W^T' x' (+ C), W' = W read
+ * column-major [in, out] (ld in, transposed), x' [in, rows] (ld xs), C [out, rows] (ld ys for the
+ * bias's kind, where C is D; rs for the residual's), D [out, rows] (ld ys). */
 static int lt_plan_make(cublasLtHandle_t lt, const float *bias, lt_plan *p) {
     const cublasComputeType_t ct = p->mode == ST_MATMUL_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t ep = p->kind == LT_BIAS ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     ST_CUBLAS_TRY(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (p->kind == LT_BIAS)
+        ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->A, CUDA_R_32F, p->in, p->out, p->in));
     ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->B, CUDA_R_32F, p->in, p->rows, p->xs));
-    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->C, CUDA_R_32F, p->out, p->rows, p->ys));
+    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->C, CUDA_R_32F, p->out, p->rows, p->rs));
+    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->D, CUDA_R_32F, p->out, p->rows, p->ys));
     cublasLtMatmulPreference_t pref = NULL;
     ST_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
     const size_t wsb = ST_BLAS_WORKSPACE_BYTES;
-    const uint32_t aa = (uint32_t)p->aw, ab = (uint32_t)p->ax, ac = (uint32_t)p->ay;
+    const uint32_t aa = (uint32_t)p->aw, ab = (uint32_t)p->ax, ac = (uint32_t)p->ar, ad = (uint32_t)p->ay;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
                                                             sizeof wsb);
     if (s == CUBLAS_STATUS_SUCCESS)
@@ -283,11 +289,11 @@ static int lt_plan_make(cublasLtHandle_t lt, const float *bias, lt_plan *p) {
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac);
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->A, p->B, p->C, p->C, pref, 1, &res, &found);
+        s = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->A, p->B, p->C, p->D, pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     /* no algorithm for this shape is not an error: the old way runs it */
     p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
@@ -295,30 +301,35 @@ static int lt_plan_make(cublasLtHandle_t lt, const float *bias, lt_plan *p) {
     return ST_OK;
 }
 
-/* The plan for this call, made on first use; NULL: the old way. */
-static int lt_plan_for(int rows, int in, int out, const float *x, int x_stride, const float *W, const float *b,
-                       float *y, int y_stride, cudaStream_t stream, lt_plan **out_plan) {
+/* The plan for this call (kind LT_BIAS: c is the bias; LT_RES: c is res,
+ * row stride cs), made on first use; NULL: the old way. */
+static int lt_plan_for(int kind, int rows, int in, int out, const float *x, int x_stride, const float *W,
+                       const float *c, int cs, float *y, int y_stride, cudaStream_t stream, lt_plan **out_plan) {
     *out_plan = NULL;
-    if (!lt_bias_on || !b || ((uintptr_t)b & 15) != 0) return ST_OK;
+    if (kind == LT_BIAS && (!lt_bias_on || !c || ((uintptr_t)c & 15) != 0)) return ST_OK;
+    if (kind == LT_RES && !lt_res_on) return ST_OK;
     st_blas *bl = NULL;
     ST_TRY(blas_of_device(stream, &bl));
     int dev = 0;
     ST_CUDA_TRY(cudaGetDevice(&dev));
     lt_plan key;
     memset(&key, 0, sizeof key);
-    key.used = 1, key.dev = dev, key.rows = rows, key.in = in, key.out = out, key.xs = x_stride, key.ys = y_stride;
-    key.mode = (int)st_matmul_mode, key.ax = lt_align(x, x_stride), key.aw = lt_align(W, in),
-    key.ay = lt_align(y, y_stride);
+    key.used = 1, key.kind = kind, key.dev = dev, key.rows = rows, key.in = in, key.out = out, key.xs = x_stride;
+    key.ys = y_stride, key.rs = kind == LT_RES ? cs : y_stride, key.mode = (int)st_matmul_mode;
+    key.ax = lt_align(x, x_stride), key.aw = lt_align(W, in), key.ay = lt_align(y, y_stride);
+    key.ar = kind == LT_RES ? lt_align(c, cs) : key.ay;
     for (int i = 0; i < LT_PLANS; i++) {
         lt_plan *p = &lt_plans[i];
         if (!p->used) {
             *p = key;
-            ST_TRY(lt_plan_make(bl->lt, b, p));
+            p->bl = bl;
+            ST_TRY(lt_plan_make(bl->lt, kind == LT_BIAS ? c : NULL, p));
             *out_plan = p->ok ? p : NULL;
             return ST_OK;
         }
-        if (p->dev == dev && p->rows == rows && p->in == in && p->out == out && p->xs == x_stride &&
-            p->ys == y_stride && p->mode == key.mode && p->ax == key.ax && p->aw == key.aw && p->ay == key.ay) {
+        if (p->kind == kind && p->dev == dev && p->rows == rows && p->in == in && p->out == out &&
+            p->xs == x_stride && p->ys == y_stride && p->rs == key.rs && p->mode == key.mode && p->ax == key.ax &&
+            p->aw == key.aw && p->ay == key.ay && p->ar == key.ar) {
             *out_plan = p->ok ? p : NULL;
             return ST_OK;
         }
@@ -326,12 +337,24 @@ static int lt_plan_for(int rows, int in, int out, const float *x, int x_stride, 
     return ST_OK; /* every slot taken: the old way */
 }
 
+/* D = alpha W^T' x' + beta C through plan p (the bias's kind: its pointer set on the descriptor first). */
+static int lt_run(lt_plan *p, const float *x, const float *W, const float *bias, const float *C, float beta, float *y,
+                  cudaStream_t stream) {
+    const float one = 1.0f;
+    if (p->kind == LT_BIAS)
+        ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    ST_CUBLAS_TRY(cublasLtMatmul(p->bl->lt, p->op, &one, W, p->A, x, p->B, &beta, C, p->C, y, p->D, &p->algo,
+                                 p->bl->workspace, ST_BLAS_WORKSPACE_BYTES, stream));
+    return ST_OK;
+}
+
 extern "C" int st_cuda_linear_bias_epilogue_takes(int rows, int in, int out, const float *x, int x_stride,
                                                   const float *W, const float *b, float *y, int y_stride,
                                                   void *stream) {
     lt_plan *p = NULL;
     if (rows <= 0 || out <= 0 || in <= 0) return 0;
-    if (lt_plan_for(rows, in, out, x, x_stride, W, b, y, y_stride, (cudaStream_t)stream, &p) != ST_OK) return 0;
+    if (lt_plan_for(LT_BIAS, rows, in, out, x, x_stride, W, b, 0, y, y_stride, (cudaStream_t)stream, &p) != ST_OK)
+        return 0;
     return p != NULL;
 }
 
@@ -339,16 +362,9 @@ extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x,
                                       const float *b, float *y, int y_stride, void *stream) {
     if (rows <= 0 || out <= 0) return ST_OK;
     lt_plan *p = NULL;
-    if (in > 0) ST_TRY(lt_plan_for(rows, in, out, x, x_stride, W, b, y, y_stride, (cudaStream_t)stream, &p));
-    if (p) {
-        st_blas *bl = NULL;
-        ST_TRY(blas_of_device((cudaStream_t)stream, &bl));
-        const float one = 1.0f, zero = 0.0f;
-        ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
-        ST_CUBLAS_TRY(cublasLtMatmul(bl->lt, p->op, &one, W, p->A, x, p->B, &zero, y, p->C, y, p->C, &p->algo,
-                                     bl->workspace, ST_BLAS_WORKSPACE_BYTES, (cudaStream_t)stream));
-        return ST_OK;
-    }
+    if (in > 0)
+        ST_TRY(lt_plan_for(LT_BIAS, rows, in, out, x, x_stride, W, b, 0, y, y_stride, (cudaStream_t)stream, &p));
+    if (p) return lt_run(p, x, W, b, y, 0.0f, y, (cudaStream_t)stream);
     if (b) {
         ST_REQUIRE(out <= BIAS_MAX_OUT, ST_ERR_INPUT,
                    "linear forward with a bias: %d outputs, more than the %d its broadcast indexes in 32 bits", out,
@@ -358,6 +374,43 @@ extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x,
         ST_CUDA_LAUNCHED();
     }
     return st_cuda_gemm(0, 1, rows, out, in, 1.0f, x, x_stride, W, in, b ? 1.0f : 0.0f, y, y_stride, stream);
+}
+
+/* ---- the residual as the product's C (cublasLt, C != D) -------------------------
+ * y = res + x W^T, a residual block's out_proj: cublasGemmEx has C = D, so
+ * y = res took a copy of res into y first (the copy rode on the block's
+ * LayerNorm pass: a store of [rows, out] more than needed, 134 MB at the
+ * action step's first block). cublasLt reads C and writes D through
+ * separate layouts: one product, res read and y written once. beta = 1,
+ * the same compute type as the bias's plans; the product with beta = 1
+ * over a copy of res is the same math. In place (res == y, same stride) a
+ * plain product with beta = 1. */
+static int lt_res_plan(int rows, int in, int out, const float *x, int x_stride, const float *W, const float *res,
+                       int res_stride, float *y, int y_stride, cudaStream_t stream, lt_plan **p) {
+    *p = NULL;
+    if (rows <= 0 || out <= 0 || in <= 0 || (res == y && res_stride == y_stride)) return ST_OK;
+    return lt_plan_for(LT_RES, rows, in, out, x, x_stride, W, res, res_stride, y, y_stride, stream, p);
+}
+
+extern "C" int st_cuda_linear_res_lt_takes(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                                           const float *res, int res_stride, float *y, int y_stride, void *stream) {
+    lt_plan *p = NULL;
+    if (lt_res_plan(rows, in, out, x, x_stride, W, res, res_stride, y, y_stride, (cudaStream_t)stream, &p) != ST_OK)
+        return 0;
+    return p != NULL;
+}
+
+extern "C" int st_cuda_linear_forward_res(int rows, int in, int out, const float *x, int x_stride, const float *W,
+                                          const float *res, int res_stride, float *y, int y_stride, void *stream) {
+    if (rows <= 0 || out <= 0) return ST_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    lt_plan *p = NULL;
+    ST_TRY(lt_res_plan(rows, in, out, x, x_stride, W, res, res_stride, y, y_stride, st, &p));
+    if (p) return lt_run(p, x, W, NULL, res, 1.0f, y, st);
+    if (res != y || res_stride != y_stride)
+        ST_CUDA_TRY(cudaMemcpy2DAsync(y, sizeof(float) * (size_t)y_stride, res, sizeof(float) * (size_t)res_stride,
+                                      sizeof(float) * (size_t)out, (size_t)rows, cudaMemcpyDeviceToDevice, st));
+    return st_cuda_gemm(0, 1, rows, out, in, 1.0f, x, x_stride, W, in, 1.0f, y, y_stride, stream);
 }
 
 /* Column sums in two steps, in an order that depends only on `rows` (so

@@ -5,8 +5,8 @@
  * Forward:  a = LN(u); zx = a in_proj^T; xBC = SiLU(conv(zx[xBC]));
  *           dt = softplus(zx[dt_raw] + dt_bias); A = -exp(A_log);
  *           y = SSD(x, dt, A, B, C, Dskip); gated = RMSNorm(y SiLU(z)) norm_w;
- *           u_out = u + gated out_proj^T  (u copied to u_out by the LayerNorm's
- *           pass over u, then a gemm with beta = 1)
+ *           u_out = u + gated out_proj^T  (one product reading u as its C:
+ *           st_cuda_linear_forward_res)
  * Backward, in reverse:
  *     d_gated = du_out out_proj_w;            d out_proj_w += du_out^T gated
  *     d_ssd_y, dz <- gated RMSNorm backward;  d norm_w
@@ -182,7 +182,9 @@ static int m2_A(int H, const float *A_log, float *A, cudaStream_t st) {
  * row of each window only (its other rows are not written): in_proj as
  * [xBC, dt_raw] over every row (in_proj_w's rows d_inner..) and z over the
  * last rows (its first d_inner rows); 40% fewer bytes stored at the
- * default preset (d_inner 256 of in_out 648 columns). */
+ * default preset (d_inner 256 of in_out 648 columns). And C's conv (xBC's
+ * last G N columns, which the last-row SSD reads at row K-1 alone) at the
+ * last rows only: its other rows are not written. */
 static int m2_forward_pre_ssd(const m2_sizes &s, const st_cuda_mamba2_weights *w, const m2_saved &sv, const m2_work &wk,
                               int z_last_only, cudaStream_t st) {
     const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R, K = s.K;
@@ -195,7 +197,14 @@ static int m2_forward_pre_ssd(const m2_sizes &s, const st_cuda_mamba2_weights *w
     } else {
         ST_TRY(st_cuda_linear_forward(R, s.D, io, sv.a, s.D, w->in_proj_w, NULL, sv.zx, io, st));
     }
-    ST_TRY(st_cuda_conv1d_forward(s.Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
+    if (z_last_only) { /* C: read by the last-row SSD at row K-1 alone */
+        const int xb = cd - s.GN;
+        ST_TRY(st_cuda_conv1d_forward(s.Bsz, s.K, xb, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
+        ST_TRY(st_cuda_conv1d_forward_last(s.Bsz, s.K, s.GN, s.W, sv.zx + di + xb, io, w->conv_w + (size_t)xb * s.W,
+                                           w->conv_b + xb, 1, sv.xBC + xb, cd, st));
+    } else {
+        ST_TRY(st_cuda_conv1d_forward(s.Bsz, s.K, cd, s.W, sv.zx + di, io, w->conv_w, w->conv_b, 1, sv.xBC, cd, st));
+    }
     m2_dt_forward_kernel<<<m2_blocks((long)R * s.H), M2_THREADS, 0, st>>>(R, s.H, sv.zx, io, di + cd, w->dt_bias,
                                                                           sv.dt, s.H);
     ST_CUDA_LAUNCHED();
@@ -228,16 +237,14 @@ extern "C" int st_cuda_mamba2_forward(const st_dims *d, int Bsz, const st_cuda_m
     m2_work wk = m2_work_layout(&s, work);
     const int di = s.d_inner, cd = s.conv_dim, io = s.in_out, R = s.R;
 
-    /* the residual's u_out = u rides on the norm's pass over u (nothing when in place); u_out is
-     * the caller's, outside saved and work, so nothing below touches it before the last product */
-    ST_TRY(st_cuda_layernorm_forward_copy(R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd,
-                                          u_out, u_out_stride, st));
+    ST_TRY(st_cuda_layernorm_forward(R, s.D, u, u_stride, w->ln_w, w->ln_b, M2_EPS, sv.a, s.D, sv.mean, sv.rstd, st));
     ST_TRY(m2_forward_pre_ssd(s, w, sv, wk, 0, st));
     ST_TRY(st_cuda_ssd_forward_chunked(Bsz, s.K, s.H, s.P, s.G, s.N, s.Q, sv.xBC, cd, sv.dt, s.H, wk.A, sv.xBC + di,
                                        cd, sv.xBC + di + s.GN, cd, w->Dskip, sv.y, di, wk.ssd, st));
     ST_TRY(st_cuda_rmsnorm_gated_forward(R, di, sv.y, di, sv.zx, io, w->norm_w, M2_EPS, sv.gated, di, sv.rms, st));
-    /* Residual: u_out (= u since the norm) += gated out_proj_w^T. */
-    ST_TRY(st_cuda_gemm(0, 1, R, s.D, di, 1.0f, sv.gated, di, w->out_proj_w, di, 1.0f, u_out, u_out_stride, st));
+    /* Residual: u_out = u + gated out_proj_w^T, u read as the product's C (u is the caller's,
+     * outside saved and work: intact until here) */
+    ST_TRY(st_cuda_linear_forward_res(R, di, s.D, sv.gated, di, w->out_proj_w, u, u_stride, u_out, u_out_stride, st));
     return ST_OK;
 }
 
@@ -311,13 +318,9 @@ extern "C" int st_cuda_mamba2_forward_last(const st_dims *d, int Bsz, const st_c
                                         sv.xBC + di + s.GN, cd, w->Dskip, y, K * di, st));
     ST_TRY(st_cuda_rmsnorm_gated_forward_rs(Bsz, di, y, K * di, sv.zx + m2_last(s, io), K * io, w->norm_w, M2_EPS, gated,
                                             K * di, sv.rms + (K - 1), K, st));
-    /* Residual at the last rows: u_out = u there (nothing when in place), then += gated out_proj_w^T. */
-    float *uo = u_out + m2_last(s, u_out_stride);
-    if (u_out != u || u_out_stride != u_stride)
-        ST_CUDA_TRY(cudaMemcpy2DAsync(uo, sizeof(float) * K * (size_t)u_out_stride, u + m2_last(s, u_stride),
-                                      sizeof(float) * K * (size_t)u_stride, sizeof(float) * s.D, Bsz,
-                                      cudaMemcpyDeviceToDevice, st));
-    ST_TRY(st_cuda_gemm(0, 1, Bsz, s.D, di, 1.0f, gated, K * di, w->out_proj_w, di, 1.0f, uo, K * u_out_stride, st));
+    /* Residual at the last rows: u_out = u + gated out_proj_w^T there. */
+    ST_TRY(st_cuda_linear_forward_res(Bsz, di, s.D, gated, K * di, w->out_proj_w, u + m2_last(s, u_stride),
+                                      K * u_stride, u_out + m2_last(s, u_out_stride), K * u_out_stride, st));
     return ST_OK;
 }
 

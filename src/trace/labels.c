@@ -185,7 +185,8 @@ static int add_vsn_saved(builder *b, const st_dims *d, int n) {
 
 /* The regions the last block's tail writes at the last rows only (the GPU's
  * st_cuda_mamba2_forward_last): downstream of the SSD, per row. (Its
- * in_proj's z columns too: that label is the xBC and dt_raw columns.) */
+ * in_proj's z columns and its conv's C columns too: those labels are the
+ * xBC and dt_raw columns, and the x and B columns.) */
 static int tail_region(int i) {
     return i == ST_MAMBA2_SAVED_SSD_Y || i == ST_MAMBA2_SAVED_GATED || i == ST_MAMBA2_SAVED_RMS_RSTD;
 }
@@ -201,6 +202,12 @@ static int add_mix_saved(builder *b, const st_dims *d, int n, int l) {
             const int di = st_d_inner(d), cols = r->cols - di;
             ST_TRY(add(b, ST_PHASE_SAVED, ST_TK_MIX_SAVED, l * ST_MAMBA2_SAVED_NREGIONS + i, nm,
                        shp3(n, d->K, cols, "b", "k", "col"), r->rows, cols, r->stride, 0, r->offset + (size_t)di));
+            continue;
+        }
+        if (l == d->L - 1 && i == ST_MAMBA2_SAVED_CONV) { /* the tail's C is at rows K-1 only: x, B */
+            const int cols = r->cols - d->G * d->N;
+            ST_TRY(add(b, ST_PHASE_SAVED, ST_TK_MIX_SAVED, l * ST_MAMBA2_SAVED_NREGIONS + i, nm,
+                       shp3(n, d->K, cols, "b", "k", "col"), r->rows, cols, r->stride, 0, r->offset));
             continue;
         }
         if (l == d->L - 1 && tail_region(i)) { /* row K-1 of each window: n rows, K rows apart */

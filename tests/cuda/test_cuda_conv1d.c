@@ -18,6 +18,8 @@
  *  - every value of the row outside the slice is poison: never read (no NaN
  *    leaks into results), never written (poison bits survive), and the
  *    gaps of y keep their poison;
+ *  - the forward at rows K-1 alone (st_cuda_conv1d_forward_last) gives
+ *    the full forward's bits there and writes nothing else;
  *  - two GPU runs give the same bits, and a vector-path case gives the same
  *    bits as its scalar twin (same values, other strides: the sums run in
  *    an order that depends on the shapes only).
@@ -80,7 +82,7 @@ typedef struct {
 } conv_data;
 
 typedef struct {
-    float *y, *dx, *dw, *db;
+    float *y, *dx, *dw, *db, *ylast; /* ylast: st_cuda_conv1d_forward_last into a poisoned y */
 } conv_out;
 
 static void conv_gpu(const conv_case *c, const conv_data *h, conv_out *o) {
@@ -92,18 +94,22 @@ static void conv_gpu(const conv_case *c, const conv_data *h, conv_out *o) {
     float *work = dev_poisoned(st_cuda_conv1d_work_count(c->Bsz, c->K, c->Ch, c->W));
     int rc = st_cuda_conv1d_forward(c->Bsz, c->K, c->Ch, c->W, xbuf + c->off, h->xs, w, b, c->silu, y, h->ys, NULL);
     CHECK(rc == ST_OK, "%s: forward: %s", c->name, st_last_error());
+    float *ylast = dev_poisoned(ny);
+    rc = st_cuda_conv1d_forward_last(c->Bsz, c->K, c->Ch, c->W, xbuf + c->off, h->xs, w, b, c->silu, ylast, h->ys,
+                                     NULL);
+    CHECK(rc == ST_OK, "%s: forward_last: %s", c->name, st_last_error());
     rc = st_cuda_conv1d_backward(c->Bsz, c->K, c->Ch, c->W, xbuf + c->off, h->xs, w, b, c->silu, dy, h->gs,
                                  dxbuf + c->off, h->xs, dw, db, work, NULL);
     CHECK(rc == ST_OK, "%s: backward: %s", c->name, st_last_error());
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels failed: %s", c->name,
           cudaGetErrorString(cudaGetLastError()));
     o->y = dev_download_new(y, ny), o->dx = dev_download_new(dxbuf, nx);
-    o->dw = dev_download_new(dw, nw), o->db = dev_download_new(db, c->Ch);
-    dev_free(xbuf), dev_free(w), dev_free(b), dev_free(dy), dev_free(y), dev_free(dxbuf), dev_free(dw);
+    o->dw = dev_download_new(dw, nw), o->db = dev_download_new(db, c->Ch), o->ylast = dev_download_new(ylast, ny);
+    dev_free(ylast), dev_free(xbuf), dev_free(w), dev_free(b), dev_free(dy), dev_free(y), dev_free(dxbuf), dev_free(dw);
     dev_free(db), dev_free(work);
 }
 
-static void conv_out_free(conv_out *o) { free(o->y), free(o->dx), free(o->dw), free(o->db); }
+static void conv_out_free(conv_out *o) { free(o->y), free(o->dx), free(o->dw), free(o->db), free(o->ylast); }
 
 static void conv_case_run(const conv_case *c, uint64_t seed, conv_bits *keep) {
     int rows = c->Bsz * c->K, p = c->pad;
@@ -137,6 +143,18 @@ static void conv_case_run(const conv_case *c, uint64_t seed, conv_bits *keep) {
     long gy = outside_written(g[0].y, rows, c->Ch, h.ys, 0), gdx = outside_written(g[0].dx, rows, c->Ch, h.xs, c->off);
     CHECK(gy == 0 && gdx == 0, "%s: %ld values of y's gaps and %ld of dx's row outside the slice were written", c->name,
           gy, gdx);
+    /* forward_last: row K-1 of each window the full forward's bits, every other value still poison */
+    long last_diff = 0, last_written = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *a = g[0].ylast + (size_t)r * h.ys, *f = g[0].y + (size_t)r * h.ys;
+        for (int k = 0; k < h.ys; k++) {
+            if (r % c->K == c->K - 1 && k < c->Ch) last_diff += !same_bits(a + k, f + k, 1);
+            else last_written += !is_poison(a[k]);
+        }
+    }
+    CHECK(last_diff == 0 && last_written == 0,
+          "%s: forward_last: %ld values at rows K-1 differ from the full forward's, %ld written elsewhere", c->name,
+          last_diff, last_written);
     int same = same_bits(g[0].y, g[1].y, ny) && same_bits(g[0].dx, g[1].dx, nx) && same_bits(g[0].dw, g[1].dw, nw) &&
                same_bits(g[0].db, g[1].db, c->Ch);
     CHECK(same, "%s: two GPU runs differ (y %d dx %d dw %d db %d same)", c->name, same_bits(g[0].y, g[1].y, ny),

@@ -21,6 +21,8 @@
  * the regime it suggests (cuBLAS may run a shape in TF32 or fp32 anyway).
  * The bias epilogue (cublasLt) against the broadcast-then-beta = 1 way on
  * the same inputs, taken only with a 16-byte aligned bias (check_bias_epilogue).
+ * The residual product y = res + x W^T, its three ways against the CPU
+ * (check_res_lt).
  * CUDA graphs, in both precisions: the forward and backward of three
  * layers captured on a created stream, replayed on fresh inputs copied into
  * the same buffers, equal bit for bit the same calls made directly; the
@@ -544,6 +546,60 @@ static void check_bias_epilogue(st_matmul_precision prec, int rows, int in, int 
     free(ref2), free(hx), free(hW), free(hb), dev_free(x), dev_free(W), dev_free(b);
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
 }
+
+/* The residual product y = res + x W^T (st_cuda_linear_forward_res): the
+ * cublasLt way (res as C, y as D; taken where must_take), the copy-then-
+ * beta = 1 way (switched off) and in place (res = y), each into a poisoned
+ * y, against the CPU's x W^T plus res within 1e-5 (fp32) or 2e-2 (bf16):
+ * no NaN, y's gap untouched, res unchanged (poison in its gap). Fresh
+ * inputs, res at its own stride. */
+static void check_res_lt(st_matmul_precision prec, int rows, int in, int out, int pad, int must_take, uint64_t seed) {
+    st_cuda_set_matmul_precision(prec);
+    const int xs = in + 5 * pad, ys = out + 3 * pad, rs = out + 7 * pad;
+    const size_t ny = (size_t)rows * ys, nr = (size_t)rows * rs;
+    float *hx = host_rows(rows, in, xs, 1.0f, seed, 1), *hW = host_rows(out, in, in, (float)(1 / sqrt(in)), seed, 2);
+    float *hres = host_rows(rows, out, rs, 1.0f, seed, 3), *hres_y = host_rows(rows, out, ys, 1.0f, seed, 3);
+    float *x = dev_upload(hx, (size_t)rows * xs), *W = dev_upload(hW, (size_t)out * in), *res = dev_upload(hres, nr);
+    float *ref = host_poisoned(ny);
+    st_linear_forward(rows, in, out, hx, xs, hW, NULL, ref, ys);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < out; c++)
+            ref[(size_t)r * ys + c] += hres[(size_t)r * rs + c];
+    const char *bf = prec == ST_MATMUL_BF16 ? "bf16" : "fp32";
+    const double bound = prec == ST_MATMUL_BF16 ? 2e-2 : 1e-5;
+    for (int k = 0; k < 3; k++) { /* 0 cublasLt, 1 switched off, 2 in place */
+        float *y = k == 2 ? dev_upload(hres_y, ny) : dev_poisoned(ny);
+        const float *rk = k == 2 ? y : res;
+        const int rks = k == 2 ? ys : rs;
+        st_cuda_linear_set_res_lt(k != 1);
+        const int takes = st_cuda_linear_res_lt_takes(rows, in, out, x, xs, W, rk, rks, y, ys, NULL);
+        if (k == 0 && !must_take)
+            printf("%s %d rows %d->%d pad %d: the residual's cublasLt product %s\n", bf, rows, in, out, pad,
+                   takes ? "taken" : "not taken");
+        CHECK(k == 0 ? takes || !must_take : !takes, "%s %d rows %d->%d: the residual's product %s (run %d)", bf, rows,
+              in, out, takes ? "taken" : "not taken", k);
+        CHECK(st_cuda_linear_forward_res(rows, in, out, x, xs, W, rk, rks, y, ys, NULL) == ST_OK,
+              "%s: forward_res: %s", bf, st_last_error());
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: kernels failed", bf);
+        float *h = malloc(sizeof(float) * ny), *hr = malloc(sizeof(float) * nr);
+        dev_download(h, y, ny);
+        dev_download(hr, res, nr);
+        char what[160];
+        snprintf(what, sizeof what, "%s %d rows %d->%d pad %d: y = res + x W^T (%s) vs the CPU", bf, rows, in, out, pad,
+                 k == 0 ? "cublasLt" : k == 1 ? "copy, beta = 1" : "in place");
+        CHECK_PARITY(what, rel_err_rows(h, ys, ref, ys, rows, out), bound);
+        long nan = 0;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < out; c++)
+                nan += !isfinite(h[(size_t)r * ys + c]);
+        CHECK(nan == 0 && gap_written(h, rows, out, ys) == 0, "%s: %ld non-finite outputs or gaps written", what, nan);
+        CHECK(memcmp(hr, hres, sizeof(float) * nr) == 0, "%s: res was changed", what);
+        free(h), free(hr), dev_free(y);
+    }
+    st_cuda_linear_set_res_lt(1);
+    free(ref), free(hx), free(hW), free(hres), free(hres_y), dev_free(x), dev_free(W), dev_free(res);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+}
 #endif
 
 int main(void) {
@@ -585,6 +641,9 @@ int main(void) {
         check_bias_epilogue(prec, 4096, 128, 128, 0, 1, 91); /* the selection GRN's fc2 at 64 windows */
         check_bias_epilogue(prec, 70, 17, 300, 1, 0, 92);    /* padded, 4-byte aligned rows */
         check_bias_epilogue(prec, 1, 29, 11, 0, 0, 93);
+        check_res_lt(prec, 4096, 256, 128, 0, 1, 94); /* out_proj at 64 windows */
+        check_res_lt(prec, 64, 256, 128, 0, 1, 95);   /* few rows */
+        check_res_lt(prec, 70, 17, 30, 1, 0, 96);     /* padded, 4-byte aligned rows */
     }
     check_capture(ST_MATMUL_FP32);
     check_capture(ST_MATMUL_BF16);

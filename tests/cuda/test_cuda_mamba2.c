@@ -21,10 +21,11 @@
  * regions (ssd_y, gated, rms_rstd) at those rows within 1e-5 (the same
  * math in fp32, the SSD unrolled instead of chunked and the products over
  * n rows instead of n K: sums in other orders, ~1e-6); in_proj's z
- * columns at rows K-1 and its xBC, dt_raw columns at every row, conv and
- * dt within 1e-5 (the tail's in_proj is two products: other kernels), the
- * LayerNorm's regions the same bits; u_out's other rows, z's and those
- * regions' still poisoned (never written), or u's values in place;
+ * columns at rows K-1 and its xBC, dt_raw columns at every row, conv's
+ * x, B columns at every row and C at rows K-1, dt within 1e-5 (the tail's
+ * in_proj is two products: other kernels), the LayerNorm's regions the
+ * same bits; u_out's other rows, z's, C's and those regions' still
+ * poisoned (never written), or u's values in place;
  * du and every parameter gradient within 1e-4 (as against the CPU: the
  * dt_bias and A_log sums cancel); two runs the same bits. Skips (77)
  * without a GPU. */
@@ -313,7 +314,15 @@ static void m2_tail_run(const m2_case *c, uint64_t seed) {
             TAIL_PARITY("saved in_proj z[K-1]", rel_err_rows(a + l, K * g->stride, b + l, K * g->stride, n, di), 1e-5);
             long w = m2_other_rows_written(a, g->rows, K, di, g->stride);
             CHECK(w == 0, "%s: the tail wrote %ld values of in_proj's z outside rows K-1", c->name, w);
-        } else if (i == ST_MAMBA2_SAVED_CONV || i == ST_MAMBA2_SAVED_DT) { /* from in_proj's other products */
+        } else if (i == ST_MAMBA2_SAVED_CONV) { /* x, B at every row; C at rows K-1 only */
+            const int xb = g->cols - h.d.G * h.d.N;
+            const size_t l = (size_t)(K - 1) * g->stride;
+            TAIL_PARITY("saved conv [x, B]", rel_err_rows(a, g->stride, b, g->stride, g->rows, xb), 1e-5);
+            TAIL_PARITY("saved conv C[K-1]",
+                        rel_err_rows(a + l + xb, K * g->stride, b + l + xb, K * g->stride, n, g->cols - xb), 1e-5);
+            long w = m2_other_rows_written(a + xb, g->rows, K, g->cols - xb, g->stride);
+            CHECK(w == 0, "%s: the tail wrote %ld values of conv's C outside rows K-1", c->name, w);
+        } else if (i == ST_MAMBA2_SAVED_DT) { /* from in_proj's other products */
             char label[48];
             snprintf(label, sizeof label, "saved %s", g->name);
             TAIL_PARITY(label, rel_err_rows(a, g->stride, b, g->stride, g->rows, g->cols), 1e-5);

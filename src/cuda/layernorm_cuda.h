@@ -22,17 +22,13 @@ int st_cuda_layernorm_backward(int rows, int n, const float *x, int x_stride, co
                                const float *rstd, const float *dy, int dy_stride, float *dx, int dx_stride,
                                int dx_accumulate, float *dw, float *db, void *stream);
 
-/* A residual block's copies in the same passes (no kernel of their own):
- * _copy is st_cuda_layernorm_forward that also writes x_copy[r, 0:n] =
- * x[r, 0:n] (nothing when x_copy is NULL or is x with x's stride; else it
- * must not overlap x or y); _res is st_cuda_layernorm_backward with dx =
- * res + LN'(dy), res [rows, n] with its own stride (res may be dx itself
- * with dx's stride: the accumulating form; else it must not overlap dx).
- * Each gives the bits of the copy followed by
- * the plain call. */
-int st_cuda_layernorm_forward_copy(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
-                                   float eps, float *y, int y_stride, float *mean, float *rstd, float *x_copy,
-                                   int x_copy_stride, void *stream);
+/* A residual block's copy in the same pass (no kernel of its own): _res
+ * is st_cuda_layernorm_backward with dx = res + LN'(dy), res [rows, n]
+ * with its own stride (res may be dx itself with dx's stride: the
+ * accumulating form; else it must not overlap dx). It gives the bits of
+ * the copy followed by the plain call. (The forward's copy of u for the
+ * residual is gone: out_proj reads u as its C, linear_cuda.h's
+ * st_cuda_linear_forward_res.) */
 int st_cuda_layernorm_backward_res(int rows, int n, const float *x, int x_stride, const float *w, const float *mean,
                                    const float *rstd, const float *dy, int dy_stride, const float *res, int res_stride,
                                    float *dx, int dx_stride, float *dw, float *db, void *stream);

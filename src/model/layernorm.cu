@@ -6,11 +6,11 @@
  * Rows: one warp each, lane l owning columns l, l+32, ...; its sums reduce by
  * an xor butterfly, whose result is the same bits in every lane and every
  * run. Row statistics in double, as the CPU op, so both round alike.
- * A residual block's copy rides along (the _copy and _res entry points):
- * the forward writes x through to x_copy as it reads it, the backward
- * adds the residual's gradient res to dx as it writes it, so that no
- * separate copy kernel reads and writes the rows again (mamba2.cu's
- * residual: bench/notes-small-kernels.md). */
+ * A residual block's copy rides along the backward (the _res entry
+ * point): it adds the residual's gradient res to dx as it writes it, so
+ * that no separate copy kernel reads and writes the rows again (mamba2.cu's
+ * residual: bench/notes-small-kernels.md). The forward's copy of x went
+ * the other way: out_proj reads u as its C (st_cuda_linear_forward_res). */
 #include "cuda/check.h"
 
 extern "C" {
@@ -30,25 +30,15 @@ static __device__ double warp_sum(double v) {
 }
 
 static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
-                                         float eps, float *y, int y_stride, float *mean, float *rstd, float *xc,
-                                         int xc_stride) {
+                                         float eps, float *y, int y_stride, float *mean, float *rstd) {
     long r = (long)blockIdx.x * ST_LN_WARPS + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (r >= rows) return; /* a whole warp leaves together: the shuffles stay full */
     const float *xr = x + (size_t)r * x_stride;
     float *yr = y + (size_t)r * y_stride;
     double s = 0;
-    if (xc) {
-        float *xcr = xc + (size_t)r * xc_stride;
-        for (int i = lane; i < n; i += 32) {
-            const float xi = xr[i];
-            xcr[i] = xi;
-            s += xi;
-        }
-    } else {
-        for (int i = lane; i < n; i += 32)
-            s += xr[i];
-    }
+    for (int i = lane; i < n; i += 32)
+        s += xr[i];
     double mu = warp_sum(s) / n;
     double v = 0;
     for (int i = lane; i < n; i += 32)
@@ -62,20 +52,13 @@ static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_
     }
 }
 
-extern "C" int st_cuda_layernorm_forward_copy(int rows, int n, const float *x, int x_stride, const float *w,
-                                              const float *b, float eps, float *y, int y_stride, float *mean,
-                                              float *rstd, float *x_copy, int x_copy_stride, void *stream) {
-    if (rows <= 0 || n <= 0) return ST_OK;
-    if (x_copy == x && x_copy_stride == x_stride) x_copy = NULL; /* in place: nothing to copy */
-    ln_forward_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, (cudaStream_t)stream>>>(
-        rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd, x_copy, x_copy_stride);
-    ST_CUDA_LAUNCHED();
-    return ST_OK;
-}
-
 extern "C" int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
                                          float eps, float *y, int y_stride, float *mean, float *rstd, void *stream) {
-    return st_cuda_layernorm_forward_copy(rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd, NULL, 0, stream);
+    if (rows <= 0 || n <= 0) return ST_OK;
+    ln_forward_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, (cudaStream_t)stream>>>(
+        rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
 }
 
 static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, int x_stride, const float *w,

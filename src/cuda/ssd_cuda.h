@@ -112,6 +112,23 @@ void st_cuda_ssd_set_scan_backward_tc(int on);
  * and precision (for the tests). */
 int st_cuda_ssd_backward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* In the bf16 precision mode, whether the backward of windows of K <= 64
+ * rows (K, P, N multiples of 16) runs as one kernel a (window, group) that
+ * takes the whole window as one chunk in the quadratic form on the tensor
+ * cores (TF32), sums dB and dC over the group's heads itself and writes
+ * them (1, the default, where its shared memory fits and staging is on:
+ * model/ssd_scan_quad_backward.cu), or as the scan backward above (0).
+ * Q is not read on that path. Gradients within TF32 rounding of the fp32
+ * path (bound 2e-2), not the same bits; deterministic either way. fp32
+ * mode never takes it. Process-wide. */
+void st_cuda_ssd_set_scan_quad_backward(int on);
+
+/* 1 when st_cuda_ssd_backward_chunked with these sizes would run the quad
+ * backward on the current device under the current switches and precision
+ * (for the tests; st_cuda_ssd_backward_is_scan and _is_scan_tc then say
+ * 0: it is taken before them). */
+int st_cuda_ssd_backward_is_scan_quad(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 /* Whether the tensor-core scan kernels (the scan backward's TC variant and
  * the pair forward) run their compile-time-shape instantiations where a
  * call's (Q, P, N) is one they are compiled for, the default preset's

@@ -27,11 +27,15 @@
  *      the chunks before it as it stages S_in (stage_state), which reads
  *      less than the pass and saves a launch;
  *   3. chunk_forward  (one block per (b, h, chunk)): Y of the chunk.
- * Backward, where the shape fits, one kernel a (b, h) that walks the chunks
- * forward for S_in and back for dS_out and runs steps 1-3 below per chunk
- * with chunk_backward's code (ssd_scan_backward.cu, st_cuda_ssd_set_scan_-
- * backward), then steps 4 and 5; otherwise, mirroring the forward
- * (formulas as in ssd.c):
+ * Backward, in bf16 matrix-product mode with windows of K <= 64 rows, one
+ * kernel a (b, group) that takes the window as one chunk in the quadratic
+ * form and writes dB, dC itself (ssd_scan_quad_backward.cu,
+ * st_cuda_ssd_set_scan_quad_backward), then step 5 with one partial a
+ * (b, h). Otherwise, where the shape fits, one kernel a (b, h) that walks
+ * the chunks forward for S_in and back for dS_out and runs steps 1-3 below
+ * per chunk with chunk_backward's code (ssd_scan_backward.cu,
+ * st_cuda_ssd_set_scan_backward), then steps 4 and 5; otherwise,
+ * mirroring the forward (formulas as in ssd.c):
  *   1. chunk_summary also forms U[c] = dY^T diag(e) C of each chunk;
  *   2. state_pass also runs the reverse recurrence for the gradient leaving
  *      each chunk: dS_out[c-1] = e_c[L-1] dS_out[c] + U[c], dS_out[last] = 0;
@@ -63,6 +67,7 @@ extern "C" {
 #include "cuda/ssd_device.cuh"
 #include "cuda/ssd_chunk_device.cuh"
 #include "cuda/ssd_scan_cuda.h"
+#include "cuda/ssd_scan_quad_cuda.h"
 #include "cuda/ssd_shape.cuh"
 
 /* The default dynamic shared memory limit; more needs an opt-in. */
@@ -470,10 +475,20 @@ extern "C" int st_cuda_ssd_forward_is_scan_tc(int Bsz, int K, int H, int P, int 
     return st_cuda_ssd_scan_tc_fits(Bsz, H, P, N, clamp_q(Q, K), optin);
 }
 
+extern "C" int st_cuda_ssd_backward_is_scan_quad(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    (void)Q;
+    size_t optin = 0;
+    if (Bsz <= 0 || K <= 0 || ssd_check_sizes(Bsz, K, H, P, G, N) != ST_OK || smem_optin(&optin) != ST_OK) {
+        st_clear_error();
+        return 0;
+    }
+    return st_cuda_ssd_scan_quad_fits(Bsz, K, H, P, G, N, optin);
+}
+
 extern "C" int st_cuda_ssd_backward_is_scan(int Bsz, int K, int H, int P, int G, int N, int Q) {
-    (void)G;
     size_t optin = 0;
     if (Bsz <= 0 || K <= 0 || smem_optin(&optin) != ST_OK) return 0;
+    if (st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q)) return 0; /* the quad backward takes it first */
     return st_cuda_ssd_scan_backward_fits(Bsz, K, H, P, N, clamp_q(Q, K), optin);
 }
 
@@ -492,6 +507,16 @@ extern "C" int st_cuda_ssd_backward_chunked(int Bsz, int K, int H, int P, int G,
     ssd_work lay = ssd_work_of(Bsz, K, H, P, N, Q);
     size_t optin = 0;
     ST_TRY(smem_optin(&optin));
+    int quad = 0; /* bf16 mode, K <= 64: the window as one chunk, a block a (b, g) (ssd_scan_quad_backward.cu) */
+    ST_TRY(st_cuda_ssd_scan_quad_backward(a, dB, dB_stride, dC, dC_stride, work + lay.partA, work + lay.partD, optin,
+                                          stream, &quad));
+    if (quad) { /* dB, dC written; one dA, dD partial a (b, h) */
+        ssd_dev_args one = a;
+        one.nc = 1;
+        reduce_head_kernel<<<H, SSD_THREADS, 0, st>>>(one, work + lay.partA, work + lay.partD, dA, dD);
+        ST_CUDA_LAUNCHED();
+        return ST_OK;
+    }
     int taken = 0; /* one kernel a (b, h) walking the chunks, where the shape fits (ssd_scan_backward.cu) */
     ST_TRY(st_cuda_ssd_scan_backward(a, work + lay.states, work + lay.dBp, work + lay.dCp, work + lay.partA,
                                      work + lay.partD, optin, stream, &taken));

@@ -99,7 +99,19 @@
  * block a (window, head) in bf16 mode: every output bit for bit on
  * contiguous and padded rows, each within the bf16 bound of the float64
  * recurrence; the default and tiny shapes, two groups, and a runtime shape
- * (P = 24, N = 40, Q = 16) with three groups. */
+ * (P = 24, N = 40, Q = 16) with three groups.
+ * Case 18: in bf16 mode the backward of windows of K <= 64 rows (K, P, N
+ * multiples of 16) runs as the quad backward (ssd_scan_quad_backward.cu:
+ * the window as one chunk, a block a (window, group), dB and dC summed
+ * over the group's heads inside it): asserted taken, and the scan backward
+ * not, at the default shape (7 windows) and H=4 G=2 (9), outside quick
+ * mode also K=32, K=48 (P=16, N=32, two groups) and strong decays; every
+ * output within 2e-2 of the float64 recurrence (dx per (window, head)
+ * too), into poisoned outputs, contiguous and padded strides and two runs
+ * bit-identical; its switch off, the scan backward's TC variant runs
+ * (asserted; other bits, also within 2e-2). The rule's edges (K = 50,
+ * K = 128, P = 24 N = 10, staging off) are asserted not taken. Cases 12
+ * and 14 turn it off: they check the scan backward's TC variant. */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -942,6 +954,105 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
     free_result(&oracle), free_problem(&pb);
 }
 
+/* ---- case 18: the quad backward ----------------------------------------------- */
+
+/* bf16 mode, one shape the quad backward takes (a window as one chunk, a
+ * block a (window, group): ssd_scan_quad_backward.cu): asserted taken (and
+ * the scan backward not), every output within TC_GRAD_BOUND of the float64
+ * recurrence (dx also per (window, head), so that one wrong head cannot
+ * hide in the norm), into poisoned outputs and work (gpu_run: an element
+ * left unwritten is NaN and fails); contiguous rows and padded strides the
+ * same bits, two runs too, no padding written. With
+ * st_cuda_ssd_set_scan_quad_backward(0) the scan backward's TC variant runs
+ * instead (asserted, and its gradients are other bits: else the quad one
+ * did not run), also within the bound. strong: dt = 0.5, A = -16 (L
+ * underflows to 0 a few rows below the diagonal; an exponent taken the
+ * wrong way round is infinite). Leaves the switch on and fp32 mode. */
+static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int strong,
+                           uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
+        pb.dt[i] = 0.5f;
+    for (int h = 0; strong && h < H; h++)
+        pb.A[h] = -16.0f;
+    result oracle = make_result(&pb), old = make_result(&pb);
+    result q[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
+    cpu_double_sequential(&pb, &oracle);
+    const int fp32_quad = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int quad = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
+    const int scan = st_cuda_ssd_backward_is_scan(Bsz, K, H, P, G, N, Q);
+    int pads[4] = {0, 0, 0, 0};
+    int ok = gpu_run(&pb, Q, 0, &q[0], &pads[0]) == ST_OK && gpu_run(&pb, Q, 1, &q[1], &pads[1]) == ST_OK &&
+             gpu_run(&pb, Q, 1, &q[2], &pads[2]) == ST_OK;
+    st_cuda_ssd_set_scan_quad_backward(0);
+    const int quad_off = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
+    const int tc_off = st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q);
+    ok = ok && gpu_run(&pb, Q, 1, &old, &pads[3]) == ST_OK;
+    st_cuda_ssd_set_scan_quad_backward(1);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    const struct {
+        const char *path;
+        int taken, expected;
+    } paths[] = {{"the quad backward in fp32 mode", fp32_quad, 0},
+                 {"the quad backward", quad, 1},
+                 {"the scan backward (the quad backward goes first)", scan, 0},
+                 {"the quad backward under st_cuda_ssd_set_scan_quad_backward(0)", quad_off, 0},
+                 {"the scan backward's TC variant under st_cuda_ssd_set_scan_quad_backward(0)", tc_off, 1}};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        check_taken(label, paths[i].path, paths[i].taken, paths[i].expected);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d%s), bf16 mode, the quad backward:\n", label, Bsz, K, H, P, G, N,
+               Q, strong ? ", dt=0.5 A=-16" : "");
+        int grads_same = 1;
+        for (int i = T_Y; i < T_COUNT; i++) {
+            long rows, where, wo;
+            int cols;
+            double gv, rv, ov, orv, err = tensor_err(&pb, i, &q[1], &oracle, &where, &gv, &rv);
+            const double old_err = tensor_err(&pb, i, &old, &oracle, &wo, &ov, &orv);
+            tensor_shape(&pb, i, &rows, &cols);
+            if (i > T_Y)
+                grads_same &= !memcmp(*tensor_ptr(&q[1], i), *tensor_ptr(&old, i), sizeof(float) * (size_t)(rows * cols));
+            printf("  %-4s vs CPU f64 seq %.2e (the scan backward's TC variant %.2e)\n", tensor_names[i], err, old_err);
+            CHECK(err <= TC_GRAD_BOUND, "%s: quad %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
+                  label, tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
+            CHECK(old_err <= TC_GRAD_BOUND, "%s: with the quad backward off, %s vs CPU f64 rel err %.3e > %.0e", label,
+                  tensor_names[i], old_err, TC_GRAD_BOUND);
+        }
+        const double dx_head = worst_chunk_err(&pb, K, q[1].dx, oracle.dx);
+        printf("  dx   worst (window, head) vs CPU f64 seq %.2e\n", dx_head);
+        CHECK(dx_head <= TC_GRAD_BOUND, "%s: quad dx of one (window, head) vs CPU f64 rel err %.3e > %.0e", label,
+              dx_head, TC_GRAD_BOUND);
+        CHECK(!grads_same, "%s: the quad backward gave the scan backward's bits on every gradient (did it run?)", label);
+        CHECK(same_result(&pb, &q[0], &q[1]), "%s: quad: contiguous rows and padded strides give other bits", label);
+        CHECK(same_result(&pb, &q[1], &q[2]), "%s: quad: two runs differ (not deterministic)", label);
+        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a backward wrote into output padding", label);
+    }
+    for (int j = 0; j < 3; j++)
+        free_result(&q[j]);
+    free_result(&old), free_result(&oracle), free_problem(&pb);
+}
+
+/* The quad backward's rule at the shapes next to it (bf16 mode): K not a
+ * multiple of 16, K past 64, P and N not multiples of 16, staging off. */
+static void test_scan_quad_rule(void) {
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int k50 = st_cuda_ssd_backward_is_scan_quad(4, 50, 8, 32, 1, 64, 16);
+    const int k128 = st_cuda_ssd_backward_is_scan_quad(4, 128, 8, 32, 1, 64, 64);
+    const int odd = st_cuda_ssd_backward_is_scan_quad(4, 64, 8, 24, 2, 10, 32);
+    const int k64 = st_cuda_ssd_backward_is_scan_quad(4, 64, 8, 32, 1, 64, 32);
+    st_cuda_ssd_set_staging(0);
+    const int unstaged = st_cuda_ssd_backward_is_scan_quad(4, 64, 8, 32, 1, 64, 32);
+    st_cuda_ssd_set_staging(1);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    check_taken("quad rule: K=50", "the quad backward", k50, 0);
+    check_taken("quad rule: K=128", "the quad backward", k128, 0);
+    check_taken("quad rule: P=24 N=10", "the quad backward", odd, 0);
+    check_taken("quad rule: the default shape", "the quad backward", k64, 1);
+    check_taken("quad rule: the default shape, staging off", "the quad backward", unstaged, 0);
+}
+
 /* ---- case 13: the last row only --------------------------------------------- */
 
 /* norm(a - b) / norm(b) over n values (Inf when a holds a non-finite value). */
@@ -1163,7 +1274,8 @@ static void run_numbered(int i) {
                          8, 64, 1, 128, 64, -1, 0, 6300);
         }
         break;
-    case 12: /* bf16 mode: the scan backward's TF32 tensor-core variant */
+    case 12: /* bf16 mode: the scan backward's TF32 tensor-core variant (the quad backward would take K <= 64) */
+        st_cuda_ssd_set_scan_quad_backward(0);
         test_scan_bwd_tc("TC default shape", 8, 64, 8, 32, 1, 64, 32, 1, 6000);
         test_scan_bwd_tc("TC odd shape (SIMT fallback)", 5, 50, 8, 23, 2, 13, 16, 0, 6100);
         if (!test_quick()) test_scan_bwd_tc("TC 4 chunks, two groups", 4, 64, 4, 16, 2, 32, 16, 1, 6200);
@@ -1177,7 +1289,9 @@ static void run_numbered(int i) {
         if (!test_quick()) test_last_row("K=1024 (shared memory opt-in)", 2, 1024, 8, 32, 1, 64, 7700);
         test_last_row_bad_sizes();
         break;
-    case 14: /* bf16 mode: the TC scans' compile-time shapes give the runtime shape's bits */
+    case 14: /* bf16 mode: the TC scans' compile-time shapes give the runtime shape's bits (the scan backward's:
+              * the quad backward off) */
+        st_cuda_ssd_set_scan_quad_backward(0);
         test_fixed_shape("fixed: default shape", 8, 64, 8, 32, 1, 64, 32, 1, 1, 7800);
         test_fixed_shape("fixed: tiny shape", 6, 32, 4, 16, 1, 16, 16, 1, 1, 7900);
         test_fixed_shape("fixed: default Q, P, N over 3 chunks, two groups", 4, 96, 8, 32, 2, 64, 32, 1, 0, 8000);
@@ -1197,12 +1311,23 @@ static void run_numbered(int i) {
         test_heads("heads: default shape, two groups", 5, 64, 8, 32, 2, 64, 32, 8600);
         test_heads("heads: runtime shape, three groups (P=24 N=40)", 3, 32, 6, 24, 3, 40, 16, 8700);
         break;
+    case 18: /* bf16 mode: the quad backward, a window as one chunk a (window, group) */
+        test_scan_quad("quad: default shape", 7, 64, 8, 32, 1, 64, 32, 0, 9000);
+        test_scan_quad("quad: H=4 G=2", 9, 64, 4, 32, 2, 64, 32, 0, 9100);
+        if (!test_quick()) {
+            test_scan_quad("quad: K=32", 5, 32, 8, 32, 1, 64, 16, 0, 9200);
+            test_scan_quad("quad: K=48 P=16 N=32, H=4 G=2", 3, 48, 4, 16, 2, 32, 16, 0, 9300);
+            test_scan_quad("quad: default shape, strong decays", 3, 64, 8, 32, 1, 64, 32, 1, 9400);
+        }
+        test_scan_quad_rule();
+        break;
     }
     set_paths(1, 1, 1);
+    st_cuda_ssd_set_scan_quad_backward(1);
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 16; i++)
+    for (int i = 0; i <= 18; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

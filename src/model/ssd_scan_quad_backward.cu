@@ -23,7 +23,7 @@
  *     B, C [K, N+4]; W [K, K+4] (G, then each head's dW, then W + D I, at
  *     the end dG); the region: dX [K, P+4] and two (X, dY) pairs [K, P+4]
  *     (head h+1's come by cp.async during head h), at the end dC, dB
- *     [K, N+4] over them; cum [H/G, K] doubles, dt [H/G, K], the column
+ *     [K, N+4] over them; cum [H/G, K] doubles (times log2 e), dt [H/G, K], the column
  *     sums' warp shares [8, K], rowsum Z [K], the dD warp shares [8].
  * Each thread keeps G and the group's dG at its 8 x 2 elements (rows
  * warp + 8i, columns lane + 32j) in registers for the whole block.
@@ -32,7 +32,7 @@
  *       each head (a warp a head), G's lower tiles into W; | G to registers
  *     head h: | head h+1's X, dY issued; head h-1's dX to global; dD's
  *       shares; dW's lower tiles into W; | the elementwise pass (dG, row
- *       and column sums of Z, W + D I into W); | dX's tiles; the last warp
+ *       and column sums of Z, W + D I into W); | dX's tiles; warp 0
  *       the head's vectors (dd, da, ddt to global, the dA, dD partials)
  *     epilogue: | the last dX to global, dG into W; | dC, dB tiles; | dC,
  *       dB to global.
@@ -64,6 +64,8 @@ extern "C" {
 #define QUAD_ROWS (QUAD_MAX_K / SSD_TC_WARPS)
 #define QUAD_COLS (QUAD_MAX_K / 32)
 
+#define QUAD_LOG2E 1.4426950408889634 /* log2(e) */
+
 /* Where the layout's regions lie (offsets in floats, see the top). */
 struct quad_smem {
     float *B, *C, *W, *dX, *dCo, *dBo;
@@ -81,8 +83,8 @@ static inline __host__ __device__ size_t quad_region_floats(int K, int P, int N)
 
 static inline __host__ __device__ size_t quad_smem_floats(int K, int hg, int P, int N) {
     const size_t k = (size_t)K, bc = k * (size_t)(N + SSD_TC_PAD), w = k * (size_t)(K + SSD_TC_PAD);
-    return 2 * bc + w + quad_region_floats(K, P, N) + 2 * (size_t)hg * k /* cum */ + (size_t)hg * k +
-           SSD_TC_WARPS * k + k + 2 * SSD_TC_WARPS /* dpart */;
+    return 2 * bc + w + quad_region_floats(K, P, N) + 2 * (size_t)hg * k /* cum */ + (size_t)hg * k + SSD_TC_WARPS * k +
+           k + 2 * SSD_TC_WARPS /* dpart */;
 }
 
 __device__ static inline quad_smem quad_smem_of(float *base, int K, int hg, int P, int N) {
@@ -108,7 +110,9 @@ __device__ static inline quad_smem quad_smem_of(float *base, int K, int hg, int 
 __device__ static inline float *quad_x(const quad_smem &m, int K, int buf) {
     return m.rows + (size_t)(2 * buf) * K * m.lx;
 }
-__device__ static inline float *quad_dy(const quad_smem &m, int K, int buf) { return quad_x(m, K, buf) + (size_t)K * m.lx; }
+__device__ static inline float *quad_dy(const quad_smem &m, int K, int buf) {
+    return quad_x(m, K, buf) + (size_t)K * m.lx;
+}
 
 /* Where the kernel writes besides ssd_dev_args' dx, ddt. */
 struct quad_out {
@@ -119,8 +123,10 @@ struct quad_out {
 /* Head h's rows of x and dy into buffer `buf` by cp.async (committed). */
 __device__ static inline void quad_stage_head(const ssd_dev_args &a, const quad_smem &m, size_t row0, int h, int buf) {
     const size_t col = (size_t)h * (size_t)a.P;
-    tc_stage_rows<ssd_shape_any>(a.x + row0 * (size_t)a.x_stride + col, a.x_stride, a.K, a.P, quad_x(m, a.K, buf), m.lx);
-    tc_stage_rows<ssd_shape_any>(a.dy + row0 * (size_t)a.dy_stride + col, a.dy_stride, a.K, a.P, quad_dy(m, a.K, buf), m.lx);
+    tc_stage_rows<ssd_shape_any>(a.x + row0 * (size_t)a.x_stride + col, a.x_stride, a.K, a.P, quad_x(m, a.K, buf),
+                                 m.lx);
+    tc_stage_rows<ssd_shape_any>(a.dy + row0 * (size_t)a.dy_stride + col, a.dy_stride, a.K, a.P, quad_dy(m, a.K, buf),
+                                 m.lx);
     __pipeline_commit();
 }
 
@@ -132,8 +138,10 @@ __device__ static inline void quad_store_rows(const float *src, int ls, int rows
             dst[(size_t)t * (size_t)ld + (size_t)c] = src[(size_t)t * ls + c];
 }
 
-/* cum[t] = sum_{i<=t} dt_i A over the window, in double, by one warp: a
- * shuffle scan over segments of 32 rows with a carry (as tc_decays). */
+/* cum[t] = sum_{i<=t} dt_i A over the window, in double, by one warp (a
+ * shuffle scan over segments of 32 rows with a carry, as tc_decays),
+ * stored times log2(e): L = exp2f of a difference, MUFU.EX2 and a scaling
+ * instead of expf's range reduction (both within 2 ulp). */
 __device__ static inline void quad_cum(const float *dt, double A, int K, double *cum) {
     const int lane = ssd_tc::lane();
     double carry = 0;
@@ -145,7 +153,7 @@ __device__ static inline void quad_cum(const float *dt, double A, int K, double 
             if (lane >= o) v += u;
         }
         v += carry;
-        if (i < K) cum[i] = v;
+        if (i < K) cum[i] = v * QUAD_LOG2E;
         carry = __shfl_sync(0xffffffffu, v, 31);
     }
 }
@@ -200,16 +208,38 @@ __device__ static inline void quad_head_vectors(const ssd_dev_args &a, const qua
     }
 }
 
+/* The sums over the warp's 32 lanes of v[i] for its 8 rows i, by halving:
+ * each step a lane keeps half of its rows and adds its partner's share of
+ * them (4 + 2 + 1 shuffles, not 8 x 5), then a 4-lane xor tree: lane l
+ * ends with row (l >> 2)'s sum. A fixed order: deterministic. */
+__device__ static inline float quad_rows_sum(float (&v)[QUAD_ROWS]) {
+    static_assert(QUAD_ROWS == 8, "the halving steps take 8 rows over 32 lanes");
+    const int lane = ssd_tc::lane();
+#pragma unroll
+    for (int half = QUAD_ROWS / 2, o = 16; half > 0; half /= 2, o /= 2) {
+        const bool up = (lane & o) != 0;
+#pragma unroll
+        for (int k = 0; k < half; k++) {
+            const float send = up ? v[k] : v[k + half], keep = up ? v[k + half] : v[k];
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    float r = v[0];
+    r += __shfl_xor_sync(0xffffffffu, r, 2);
+    r += __shfl_xor_sync(0xffffffffu, r, 1);
+    return r;
+}
+
 /* Head h's elementwise pass over the thread's register tile, dW in W on
  * entry and W + D I there on exit (0 above the diagonal): dG += dW L dt_s;
- * Z = dW G L dt_s, its row sums (a warp's xor tree a row) into rowz and
- * its column sums (dt_s left out: dd) as the warp's shares into colpart. */
+ * Z = dW G L dt_s, its row sums (quad_rows_sum) into rowz and its column
+ * sums (dt_s left out: dd) as the warp's shares into colpart. */
 __device__ static inline void quad_elementwise(const quad_smem &m, int K, const double *cum, const float *dt, float D,
                                                const float (&G)[QUAD_ROWS][QUAD_COLS],
                                                float (&dG)[QUAD_ROWS][QUAD_COLS]) {
     const int w = ssd_tc::warp_id(), lane = ssd_tc::lane();
     double cs[QUAD_COLS];
-    float dts[QUAD_COLS], colz[QUAD_COLS];
+    float dts[QUAD_COLS], colz[QUAD_COLS], rz[QUAD_ROWS];
 #pragma unroll
     for (int j = 0; j < QUAD_COLS; j++) {
         const int s = lane + 32 * j;
@@ -218,9 +248,9 @@ __device__ static inline void quad_elementwise(const quad_smem &m, int K, const 
 #pragma unroll
     for (int i = 0; i < QUAD_ROWS; i++) {
         const int t = w + SSD_TC_WARPS * i;
+        rz[i] = 0;
         if (t >= K) continue; /* the whole warp: t is the warp's */
         const double ct = cum[t];
-        float rz = 0;
 #pragma unroll
         for (int j = 0; j < QUAD_COLS; j++) {
             const int s = lane + 32 * j;
@@ -230,16 +260,16 @@ __device__ static inline void quad_elementwise(const quad_smem &m, int K, const 
                 *at = 0.0f;
                 continue;
             }
-            const float l = expf((float)(ct - cs[j])), d = *at, gl = G[i][j] * l, zq = d * gl;
+            const float l = exp2f((float)(ct - cs[j])), d = *at, gl = G[i][j] * l, zq = d * gl;
             dG[i][j] += d * (l * dts[j]);
             colz[j] += zq;
-            rz += zq * dts[j];
+            rz[i] += zq * dts[j];
             *at = gl * dts[j] + (s == t ? D : 0.0f);
         }
-        for (int o = 16; o > 0; o /= 2)
-            rz += __shfl_xor_sync(0xffffffffu, rz, o);
-        if (lane == 0) m.rowz[t] = rz;
     }
+    const float row = quad_rows_sum(rz);
+    const int t = w + SSD_TC_WARPS * (lane >> 2);
+    if ((lane & 3) == 0 && t < K) m.rowz[t] = row;
 #pragma unroll
     for (int j = 0; j < QUAD_COLS; j++) {
         const int s = lane + 32 * j;
@@ -247,13 +277,21 @@ __device__ static inline void quad_elementwise(const quad_smem &m, int K, const 
     }
 }
 
-/* The lower 16 x 16 tiles (si <= ti) of an l16 x l16 product, dealt out
- * over the warps in row order: calls f(ti, si) for this warp's. */
-template <class F> __device__ static inline void quad_lower_tiles(int l16, F f) {
+/* The lower 16 x 16 tiles (si <= ti) of out = a b^T (a, b [l16 16, kn] at
+ * row stride ld; out at row stride lo), dealt out over the warps in row
+ * order; the tiles above the diagonal are not written. */
+__device__ static inline void quad_lower_abt(const float *a, const float *b, int ld, int kn, int l16, float *out,
+                                             int lo) {
+    using namespace ssd_tc;
     int tile = 0;
     for (int ti = 0; ti < l16; ti++)
-        for (int si = 0; si <= ti; si++, tile++)
-            if (tile % SSD_TC_WARPS == ssd_tc::warp_id()) f(ti, si);
+        for (int si = 0; si <= ti; si++, tile++) {
+            if (tile % SSD_TC_WARPS != warp_id()) continue;
+            acc_t acc;
+            wmma::fill_fragment(acc, 0.0f); /* b^T as B col-major */
+            mma<true, false>(acc, a + (size_t)16 * ti * ld, ld, b + (size_t)16 * si * ld, ld, kn);
+            wmma::store_matrix_sync(out + (size_t)16 * ti * lo + 16 * si, acc, lo, wmma::mem_row_major);
+        }
 }
 
 static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kernel(ssd_dev_args a, quad_out o) {
@@ -277,12 +315,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     __syncthreads();
     for (int j = w; j < hg; j += SSD_TC_WARPS)
         quad_cum(m.dt + (size_t)j * K, (double)a.A[h0 + j], K, m.cum + (size_t)j * K);
-    quad_lower_tiles(l16, [&](int ti, int si) { /* G[t, s] = C_t . B_s: B^T as B col-major */
-        acc_t acc;
-        wmma::fill_fragment(acc, 0.0f);
-        mma<true, false>(acc, m.C + (size_t)16 * ti * m.lbc, m.lbc, m.B + (size_t)16 * si * m.lbc, m.lbc, N);
-        wmma::store_matrix_sync(m.W + (size_t)16 * ti * m.lw + 16 * si, acc, m.lw, wmma::mem_row_major);
-    });
+    quad_lower_abt(m.C, m.B, m.lbc, N, l16, m.W, m.lw); /* G[t, s] = C_t . B_s */
     __syncthreads();
     float G[QUAD_ROWS][QUAD_COLS], dG[QUAD_ROWS][QUAD_COLS];
 #pragma unroll
@@ -301,29 +334,27 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         if (j + 1 < hg) quad_stage_head(a, m, row0, h + 1, buf ^ 1);
         if (j > 0)
             quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h - 1) * P, a.dx_stride);
-        double pd = 0; /* dD's share: the warp's rows of dY o X */
+        float pf = 0; /* dD's share: the warp's rows of dY o X, a lane's P K / 256 terms in float */
         for (int t = w; t < K; t += SSD_TC_WARPS)
             for (int p = lane; p < P; p += 32)
-                pd += (double)dY[(size_t)t * m.lx + p] * (double)X[(size_t)t * m.lx + p];
-        pd = quad_warp_sum(pd);
+                pf += dY[(size_t)t * m.lx + p] * X[(size_t)t * m.lx + p];
+        const double pd = quad_warp_sum((double)pf);
         if (lane == 0) m.dpart[w] = pd;
-        quad_lower_tiles(l16, [&](int ti, int si) { /* dW[t, s] = dY_t . X_s */
-            acc_t acc;
-            wmma::fill_fragment(acc, 0.0f);
-            mma<true, false>(acc, dY + (size_t)16 * ti * m.lx, m.lx, X + (size_t)16 * si * m.lx, m.lx, P);
-            wmma::store_matrix_sync(m.W + (size_t)16 * ti * m.lw + 16 * si, acc, m.lw, wmma::mem_row_major);
-        });
+        quad_lower_abt(dY, X, m.lx, P, l16, m.W, m.lw); /* dW[t, s] = dY_t . X_s */
         __syncthreads();
         quad_elementwise(m, K, m.cum + (size_t)j * K, dt, a.Dskip ? a.Dskip[h] : 0.0f, G, dG);
         __syncthreads();
-        for (int tile = w; tile < l16 * p16; tile += SSD_TC_WARPS) { /* dX[s, p] = sum_{t>=s} W'[t, s] dY[t, p] */
-            const int si = tile / p16, pi = tile % p16, t0 = 16 * si;
+        /* dX[s, p] = sum_{t>=s} W'[t, s] dY[t, p], the last row tiles (the
+         * shortest sums) first: to warp 0, which has the most dW tiles and
+         * the head's vectors */
+        for (int tile = w; tile < l16 * p16; tile += SSD_TC_WARPS) {
+            const int si = l16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
             acc_t acc;
             wmma::fill_fragment(acc, 0.0f);
             mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, K - t0);
             wmma::store_matrix_sync(m.dX + (size_t)t0 * m.lx + 16 * pi, acc, m.lx, wmma::mem_row_major);
         }
-        if (w == SSD_TC_WARPS - 1) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h);
+        if (w == 0) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h);
     }
 
     /* epilogue */

@@ -43,7 +43,11 @@
  * 16, staging on and its shared memory within the device's opt-in limit;
  * otherwise ssd.cu runs the scan backward or the chunk-parallel kernels
  * as before. Within TF32 rounding of the float64 recurrence (bf16 mode's
- * bound 2e-2; bench/notes-scan-quad-backward.md). */
+ * bound 2e-2; bench/notes-scan-quad-backward.md).
+ * bench/emu_scan_quad_backward.py emulates this file's layout, tile deals,
+ * k-ranges and lane mappings in float64 against central differences of
+ * the recurrence (and with TF32 rounding: ~4e-4 relative); keep it in step
+ * with this file. */
 #include <limits.h>
 
 #include "cuda/check.h"

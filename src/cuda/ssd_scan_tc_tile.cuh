@@ -1,9 +1,9 @@
 /* ssd_scan_tc_tile.cuh: the tile helpers of the TF32 scan forwards
- * (model/ssd_scan_tc.cu: the walk, the pair and heads kernels): TF32 WMMA
- * k-steps, the lower triangle of tiles, the rows' staging, a chunk's decay
- * prefix and decays, a G tile's decays, a Y tile and its copy-out, and
- * what a block knows of itself and its rows' alignment. CUDA sources
- * only. */
+ * (model/ssd_scan_tc.cu: the walk, the pair and heads kernels;
+ * model/ssd_scan_quad.cu: the quad kernel): TF32 WMMA k-steps, the lower
+ * triangle of tiles, the rows' staging, a chunk's decay prefix and decays,
+ * a G tile's decays, a Y tile and its copy-out, and what a block knows of
+ * itself and its rows' alignment. CUDA sources only. */
 #ifndef ST_SSD_SCAN_TC_TILE_CUH
 #define ST_SSD_SCAN_TC_TILE_CUH
 
@@ -170,7 +170,7 @@ __device__ static inline void tc_vecs_of(const scan_args &a, tc_block &k) {
 }
 
 /* A block a (window b, group g) of the kernels that walk the group's heads
- * (the heads kernel); h, A and D are the loop's, per head. */
+ * (the heads and quad kernels); h, A and D are the loop's, per head. */
 __device__ static inline tc_block tc_group_block_of(const scan_args &a) {
     tc_block k;
     k.h = 0, k.A = 0, k.D = 0;
@@ -181,7 +181,8 @@ __device__ static inline tc_block tc_group_block_of(const scan_args &a) {
 }
 
 /* Chunk c's Y tile j (of Q/16 x Pt) of head h: D Xc + Mc Xc into Ys0 or
- * Ys1 (X1, M1, Ys1 follow X0, M0, Ys0 by Q rows); chunk 0's copied out. */
+ * Ys1 (X1, M1, Ys1 follow X0, M0, Ys0 by Q rows); chunk 0's copied out
+ * (the quad kernel's window: chunk 0 with Q = K). */
 template <class Sh>
 __device__ static inline void pair_y_tile(const scan_args &a, const float *X0, int lx, const float *M0, int lm,
                                           float *Ys0, int ly, int Q, int Pt, int lk, int c, int j, float D,

@@ -57,8 +57,10 @@
  * 113,664 bytes at the default shape, 2 blocks an SM; the pair kernel
  * where that does not fit). Measured (H200, bf16): 4,096 windows -46 us
  * an action step, 8,192 -0.13 ms a training step; 128 windows (128 blocks,
- * each walking its 8 heads) +10 us, hence the batch rule. The tile
- * helpers are in cuda/ssd_scan_tc_tile.cuh. */
+ * each walking its 8 heads) +10 us, hence the batch rule. Windows of at
+ * most 64 rows (K, P, N multiples of 16) run ssd_scan_quad.cu's kernel
+ * before any of these (the window as one chunk, no state; the tile helpers
+ * here are in cuda/ssd_scan_tc_tile.cuh for it; st_cuda_ssd_set_scan_tc_quad). */
 #include <cuda_pipeline.h>
 
 #include "cuda/check.h"
@@ -604,21 +606,27 @@ static size_t tc_smem_optin(void) {
     return (size_t)v;
 }
 
+extern "C" int st_cuda_ssd_forward_is_scan_tc_quad(int Bsz, int K, int H, int P, int G, int N, int Q) {
+    if (G < 1 || !st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+    return scan_quad_takes(K, P, N, H / G, tc_smem_optin());
+}
+
+/* The pair and heads kernels: not where the quad kernel takes the call. */
 extern "C" int st_cuda_ssd_forward_is_scan_tc_pair(int Bsz, int K, int H, int P, int G, int N, int Q) {
-    if (!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+    if (!st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q) ||
+        st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q))
+        return 0;
     const int Qc = Q < 1 ? 1 : (Q < K ? Q : K); /* clamped as ssd.cu does */
     return tc_pair_takes(K, Qc, P, N, tc_smem_optin());
 }
 
 extern "C" int st_cuda_ssd_forward_is_scan_tc_heads(int Bsz, int K, int H, int P, int G, int N, int Q) {
-    if (G < 1 || !st_cuda_ssd_forward_is_scan_tc(Bsz, K, H, P, G, N, Q)) return 0;
+    if (G < 1 || !st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q)) return 0;
     const int Qc = Q < 1 ? 1 : (Q < K ? Q : K);
     return tc_heads_takes(Bsz, G, K, Qc, P, N, H / G, tc_smem_optin());
 }
 
-/* One of the kernels over `blocks` blocks with `bytes` of shared memory
- * (opted in past the 48 KiB default). */
-static int tc_launch(void (*kernel)(scan_args), const scan_args &a, size_t bytes, unsigned blocks, cudaStream_t st) {
+int tc_launch(void (*kernel)(scan_args), const scan_args &a, size_t bytes, unsigned blocks, cudaStream_t st) {
     if (bytes > 49152)
         ST_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     kernel<<<blocks, SCAN_THREADS, bytes, st>>>(a);
@@ -636,6 +644,7 @@ template <class Sh> static int tc_two_chunks_launch(const scan_args &a, int Bsz,
 }
 
 int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st) {
+    if (scan_quad_takes(a.K, a.P, a.N, a.H / a.G, smem_optin)) return scan_quad_launch(a, Bsz, st);
     if (tc_pair_takes(a.K, a.Q, a.P, a.N, smem_optin)) {
         const int heads = tc_heads_takes(Bsz, a.G, a.K, a.Q, a.P, a.N, a.H / a.G, smem_optin);
         switch (ssd_fixed_shape_of(a.K, a.P, a.N, a.Q)) { /* the same bits, no runtime index math */

@@ -59,8 +59,9 @@
  * an action step, 8,192 -0.13 ms a training step; 128 windows (128 blocks,
  * each walking its 8 heads) +10 us, hence the batch rule. Windows of at
  * most 64 rows (K, P, N multiples of 16) run ssd_scan_quad.cu's kernel
- * before any of these (the window as one chunk, no state; the tile helpers
- * here are in cuda/ssd_scan_tc_tile.cuh for it; st_cuda_ssd_set_scan_tc_quad). */
+ * before any of these (the window as one chunk, no state;
+ * st_cuda_ssd_set_scan_tc_quad); the tile helpers they share are in
+ * cuda/ssd_scan_tc_tile.cuh. */
 #include <cuda_pipeline.h>
 
 #include "cuda/check.h"

@@ -19,7 +19,7 @@
 #include "train/train_config.h"
 #ifdef ST_HAVE_CUDA
 #include "cuda/model_cuda.h" /* st_cuda_model_set_train_table, _set_last_row_tail */
-#include "cuda/ssd_cuda.h"   /* st_cuda_ssd_set_scan_quad_backward */
+#include "cuda/ssd_cuda.h"   /* st_cuda_ssd_set_scan_quad_backward, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
 #endif
 
@@ -52,6 +52,8 @@ static const st_flag flags[] = {
                              "only, what the heads read (1, default), or over every row (0)"},
     {"scan-quad-backward", "0|1", "train, e2e: in bf16 mode the SSD backward of windows of K <= 64 rows as one "
                                   "chunk a (window, group) (1, default), or the scan backward a (window, head) (0)"},
+    {"scan-quad", "0|1", "train, act, e2e: the SSD forward in bf16 mode for windows of at most 64 rows as one chunk "
+                         "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -157,6 +159,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "scan-quad-backward", 1, &o->scan_quad_backward));
     ST_REQUIRE(o->scan_quad_backward == 0 || o->scan_quad_backward == 1, ST_ERR_INPUT,
                "--scan-quad-backward: %d is neither 0 nor 1", o->scan_quad_backward);
+    ST_TRY(st_args_int(a, "scan-quad", 1, &o->scan_quad));
+    ST_REQUIRE(o->scan_quad == 0 || o->scan_quad == 1, ST_ERR_INPUT, "--scan-quad: %d is neither 0 nor 1",
+               o->scan_quad);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -205,6 +210,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "train_table", o->train_table);
     cJSON_AddNumberToObject(root, "last_row_tail", o->last_row_tail);
     cJSON_AddNumberToObject(root, "scan_quad_backward", o->scan_quad_backward);
+    cJSON_AddNumberToObject(root, "scan_quad", o->scan_quad);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -278,6 +284,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_model_set_train_table(o.train_table);
         st_cuda_model_set_last_row_tail(o.last_row_tail);
         st_cuda_ssd_set_scan_quad_backward(o.scan_quad_backward);
+        st_cuda_ssd_set_scan_tc_quad(o.scan_quad);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

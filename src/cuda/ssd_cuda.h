@@ -86,6 +86,19 @@ void st_cuda_ssd_set_scan_tc_heads(int mode);
  * kernel a (window, group) (for the tests). */
 int st_cuda_ssd_forward_is_scan_tc_heads(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* Whether the tensor-core scan forward takes a window of at most 64 rows
+ * (K, P, N multiples of 16) as one chunk in the quadratic form, one block a
+ * (window, group): G = C B^T once, then for each of the group's heads y =
+ * (G o L o dt) x + D x, L[t, s] = exp(cum[t] - cum[s]), no state (1, the
+ * default, where its shared memory fits: model/ssd_scan_quad.cu; it takes
+ * precedence over the pair and heads kernels), or leaves those shapes to
+ * them (0). Within TF32 rounding of them, not the same bits. Process-wide. */
+void st_cuda_ssd_set_scan_tc_quad(int on);
+
+/* 1 when st_cuda_ssd_forward_chunked with these sizes would run the quad
+ * kernel (for the tests). */
+int st_cuda_ssd_forward_is_scan_tc_quad(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 /* The same for the backward: one kernel a (window, head) that walks its
  * chunks forward for the states and back for the gradients (1, the
  * default, where the shape fits: model/ssd_scan_backward.cu), or the

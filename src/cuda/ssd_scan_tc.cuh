@@ -1,7 +1,7 @@
-/* ssd_scan_tc.cuh: what the scan forward's two kernels share: the argument
+/* ssd_scan_tc.cuh: what the scan forward's kernels share: the argument
  * struct (model/ssd_scan.cu fills it) and the entry points of the TF32
- * tensor-core variant (model/ssd_scan_tc.cu), which ssd_scan.cu takes in
- * bf16 matrix-product mode. CUDA sources only. */
+ * tensor-core variants (model/ssd_scan_tc.cu, model/ssd_scan_quad.cu),
+ * which ssd_scan.cu takes in bf16 matrix-product mode. CUDA sources only. */
 #ifndef ST_SSD_SCAN_TC_CUH
 #define ST_SSD_SCAN_TC_CUH
 
@@ -24,10 +24,22 @@ struct scan_args {
  * each padded to a multiple of 16 inside). */
 size_t scan_tc_smem_bytes(int Q, int P, int N);
 
-/* Enqueues a tensor-core kernel over Bsz * a.H blocks (scan_tc_smem_bytes
- * already known to be within smem_optin, the device's opt-in limit): the
- * pair kernel, both chunks at once, where a.nc = 2 with full chunks (K =
- * 2Q, Q a multiple of 16) and its shared memory fits, else the walk. */
+/* Enqueues a tensor-core kernel (scan_tc_smem_bytes already known to be
+ * within smem_optin, the device's opt-in limit): the quad kernel where
+ * scan_quad_takes says so, else the pair kernel (or the heads kernel),
+ * both chunks at once, where a.nc = 2 with full chunks (K = 2Q, Q a
+ * multiple of 16) and its shared memory fits, else the walk. */
 int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st);
+
+/* `kernel` over `blocks` blocks of SCAN_THREADS with `bytes` of dynamic
+ * shared memory (opted in past the 48 KiB default). */
+int tc_launch(void (*kernel)(scan_args), const scan_args &a, size_t bytes, unsigned blocks, cudaStream_t st);
+
+/* The quad kernel (model/ssd_scan_quad.cu): 1 when it takes a window of K
+ * rows (HG = H/G heads a group) with smem_optin bytes of shared memory a
+ * block allowed and st_cuda_ssd_set_scan_tc_quad on; the launch over Bsz
+ * G blocks. */
+int scan_quad_takes(int K, int P, int N, int HG, size_t smem_optin);
+int scan_quad_launch(const scan_args &a, int Bsz, cudaStream_t st);
 
 #endif

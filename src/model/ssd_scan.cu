@@ -29,9 +29,10 @@
  * memory within the device's opt-in limit) and st_cuda_ssd_set_scan is on;
  * otherwise ssd.cu runs its chunk-parallel kernels. In bf16 matrix-product
  * mode the tensor-core variant (ssd_scan_tc.cu: TF32 products, float
- * state, within 2e-2 rather than the bits) runs instead wherever its shared
- * memory fits, unless st_cuda_ssd_set_scan_tc(0); this kernel stays the
- * fp32 (parity) path. */
+ * state, within 2e-2 rather than the bits; windows of at most 64 rows as
+ * one chunk, ssd_scan_quad.cu) runs instead wherever its shared memory
+ * fits, unless st_cuda_ssd_set_scan_tc(0); this kernel stays the fp32
+ * (parity) path. */
 #include <string.h>
 
 #include "cuda/check.h"

@@ -100,6 +100,18 @@
  * contiguous and padded rows, each within the bf16 bound of the float64
  * recurrence; the default and tiny shapes, two groups, and a runtime shape
  * (P = 24, N = 40, Q = 16) with three groups.
+ * Case 17: the quad forward (ssd_scan_quad.cu: in bf16 mode a window of at
+ * most 64 rows, K, P, N multiples of 16, as one chunk in the quadratic
+ * form, a block a (window, group)), which cases 11, 14 and 16 run without
+ * (st_cuda_ssd_set_scan_tc_quad(0): they check the kernels it takes over
+ * from): asserted taken, and the pair and heads kernels not; y against the
+ * float64 recurrence within the bf16 bound (whole and per chunk) into
+ * poisoned outputs, the gaps between y's rows untouched, contiguous rows
+ * and padded strides the same bits, two runs too; with the switch off the
+ * pair kernel again (the walk where K is not 2Q), within the bound and
+ * other bits. The default shape (and under the strong decays), K = 32
+ * and 48, H = 4 with G = 2, P = 64 with Dskip NULL, one head a group at
+ * K = 16, odd batches; the rule refuses K = 50, K = 128, P = 24, N = 10.
  * Case 18: in bf16 mode the backward of windows of K <= 64 rows (K, P, N
  * multiples of 16) runs as the quad backward (ssd_scan_quad_backward.cu:
  * the window as one chunk, a block a (window, group), dB and dC summed
@@ -264,7 +276,7 @@ static void cpu_double_sequential(const problem *pb, result *r) {
     long R = rows_of(pb);
     int H = pb->H, HP = H * pb->P, GN = pb->G * pb->N;
     double *x = to_d(pb->x, R * HP), *dt = to_d(pb->dt, R * H), *A = to_d(pb->A, H), *B = to_d(pb->B, R * GN);
-    double *C = to_d(pb->C, R * GN), *D = to_d(pb->D, H), *dy = to_d(pb->dy, R * HP);
+    double *C = to_d(pb->C, R * GN), *D = pb->D ? to_d(pb->D, H) : NULL, *dy = to_d(pb->dy, R * HP);
     double *y = alloc_d(R * HP), *dx = alloc_d(R * HP), *ddt = alloc_d(R * H);
     double *dB = alloc_d(R * GN), *dC = alloc_d(R * GN), *dA = to_d(pb->dA0, H), *dD = to_d(pb->dD0, H);
     double *work = malloc(sizeof(double) * st_ssd_work_count_f64(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, 1));
@@ -342,11 +354,12 @@ static int gpu_run_op(const problem *pb, int Q, int padded, const float *dy_last
                            : st_cuda_ssd_work_count(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, Q);
     float *xbc = dev_upload(h_xbc, (size_t)(R * s.xbc_s)), *dt = dev_upload(h_dt, (size_t)(R * s.dt_s));
     float *dy = dev_upload(h_dy, (size_t)(Ry * s.dy_s)), *A = dev_upload(pb->A, (size_t)H);
-    float *D = dev_upload(pb->D, (size_t)H), *dA = dev_upload(pb->dA0, (size_t)H), *dD = dev_upload(pb->dD0, (size_t)H);
+    float *D = pb->D ? dev_upload(pb->D, (size_t)H) : NULL; /* pb->D NULL: no skip */
+    float *dA = dev_upload(pb->dA0, (size_t)H), *dD = dev_upload(pb->dD0, (size_t)H);
     float *y = dev_poisoned((size_t)(Ry * s.y_s)), *dxbc = dev_poisoned((size_t)(R * s.dxbc_s));
     float *ddt = dev_poisoned((size_t)(R * s.ddt_s)), *work = dev_poisoned(nwork);
     int rc = ST_OK;
-    if (!xbc || !dt || !dy || !A || !D || !dA || !dD || !y || !dxbc || !ddt || !work) rc = ST_ERR_DEVICE;
+    if (!xbc || !dt || !dy || !A || (pb->D && !D) || !dA || !dD || !y || !dxbc || !ddt || !work) rc = ST_ERR_DEVICE;
     if (rc == ST_OK && dy_last)
         rc = st_cuda_ssd_last_row_forward(pb->Bsz, pb->K, H, pb->P, pb->G, pb->N, xbc, s.xbc_s, dt, s.dt_s, A,
                                           xbc + HP, s.xbc_s, xbc + HP + GN, s.xbc_s, D, y, s.y_s, NULL);
@@ -1053,6 +1066,109 @@ static void test_scan_quad_rule(void) {
     check_taken("quad rule: the default shape, staging off", "the quad backward", unstaged, 0);
 }
 
+/* ---- case 17: the quad forward, the window as one chunk ------------------------- */
+
+/* bf16 mode, one shape the quad kernel's rule takes (K <= 64; K, P, N
+ * multiples of 16): that it is taken and the pair and heads kernels not;
+ * y within TC_BOUND of the float64 recurrence (whole and per (window,
+ * head, chunk of Q rows)) into poisoned outputs, the gaps between y's rows
+ * untouched, contiguous rows (16-byte copies) and padded strides (4-byte
+ * ones) the same bits, two runs too; with st_cuda_ssd_set_scan_tc_quad(0)
+ * the pair kernel taken again where its rule says (the walk elsewhere),
+ * within TC_BOUND and not the quad kernel's bits. no_skip: Dskip NULL;
+ * strong: dt = 0.5, A = -16 (decays far past float's range: an exponent
+ * the wrong way round is infinite). Leaves the switch on and fp32 mode. */
+static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int no_skip, int strong,
+                      uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
+        pb.dt[i] = 0.5f;
+    for (int h = 0; strong && h < H; h++)
+        pb.A[h] = -16.0f;
+    if (no_skip) free(pb.D), pb.D = NULL;
+    result oracle = make_result(&pb), on[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
+    result off = make_result(&pb);
+    cpu_double_sequential(&pb, &oracle);
+    const int fp32_quad = st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const int quad = st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q);
+    const int pair_on = st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q);
+    st_cuda_ssd_set_scan_tc_heads(2);
+    const int heads_on = st_cuda_ssd_forward_is_scan_tc_heads(Bsz, K, H, P, G, N, Q);
+    st_cuda_ssd_set_scan_tc_heads(1);
+    int pads[4] = {0, 0, 0, 0}, ok = 1;
+    for (int run = 0; run < 3; run++) /* contiguous, padded, padded again */
+        ok = ok && gpu_run(&pb, Q, run > 0, &on[run], &pads[run]) == ST_OK;
+    st_cuda_ssd_set_scan_tc_quad(0);
+    const int quad_off = st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q);
+    const int pair_off = st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q);
+    ok = ok && gpu_run(&pb, Q, 1, &off, &pads[3]) == ST_OK;
+    st_cuda_ssd_set_scan_tc_quad(1);
+    st_cuda_ssd_set_scan_tc(0);
+    const int tc_off = st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q);
+    st_cuda_ssd_set_scan_tc(1);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    const int Qc = Q < K ? Q : K; /* clamped as the op does */
+    check_taken(label, "the quad forward in fp32 mode", fp32_quad, 0);
+    check_taken(label, "the quad forward", quad, 1);
+    check_taken(label, "the pair forward beside the quad forward", pair_on, 0);
+    check_taken(label, "the pair forward a (window, group) beside the quad forward", heads_on, 0);
+    check_taken(label, "the quad forward under st_cuda_ssd_set_scan_tc_quad(0)", quad_off, 0);
+    check_taken(label, "the pair forward under st_cuda_ssd_set_scan_tc_quad(0)", pair_off, K == 2 * Qc && Qc % 16 == 0);
+    check_taken(label, "the quad forward under st_cuda_ssd_set_scan_tc(0)", tc_off, 0);
+    CHECK(ok, "%s: a GPU call failed (message above)", label);
+    if (ok) {
+        long where;
+        double gv, rv;
+        const double e64 = tensor_err(&pb, T_Y, &on[1], &oracle, &where, &gv, &rv);
+        const double c64 = worst_chunk_err(&pb, Qc, on[1].y, oracle.y);
+        const double eoff = tensor_err(&pb, T_Y, &off, &oracle, &where, &gv, &rv);
+        const double coff = worst_chunk_err(&pb, Qc, off.y, oracle.y);
+        const double qo = tensor_err(&pb, T_Y, &on[1], &off, &where, &gv, &rv);
+        const size_t ybytes = sizeof(float) * (size_t)rows_of(&pb) * (size_t)(H * P);
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d%s), bf16 mode, quad kernel: y rel err %.2e vs CPU f64 seq "
+               "(worst chunk %.2e); the %s with the quad kernel off %.2e (worst chunk %.2e), %.2e from the quad's\n",
+               label, Bsz, K, H, P, G, N, Q, no_skip ? ", Dskip NULL" : "", e64, c64, pair_off ? "pair kernel" : "walk",
+               eoff, coff, qo);
+        CHECK(e64 <= TC_BOUND && c64 <= TC_BOUND, "%s: quad y vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e", label,
+              e64, c64, TC_BOUND);
+        CHECK(eoff <= TC_BOUND && coff <= TC_BOUND,
+              "%s: y with the quad kernel off vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e", label, eoff, coff,
+              TC_BOUND);
+        CHECK(memcmp(on[1].y, off.y, ybytes), "%s: the quad kernel off gave its bits (did another kernel run?)", label);
+        CHECK(!memcmp(on[0].y, on[1].y, ybytes), "%s: quad y: contiguous rows and padded strides give other bits",
+              label);
+        CHECK(!memcmp(on[1].y, on[2].y, ybytes), "%s: quad y: two runs differ (not deterministic)", label);
+        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+    }
+    for (int j = 0; j < 3; j++)
+        free_result(&on[j]);
+    free_result(&off), free_result(&oracle), free_problem(&pb);
+}
+
+/* The quad kernel's rule at the shapes next to it, bf16 mode: not taken
+ * (those keep the pair kernel or the walk, cases 11, 14, 16). */
+static void test_quad_rule(void) {
+    static const struct {
+        const char *what;
+        int K, H, P, G, N, Q;
+    } shapes[] = {{"K=50 (not a multiple of 16)", 50, 8, 32, 1, 64, 16},
+                  {"K=128 (past 64 rows)", 128, 8, 32, 1, 64, 64},
+                  {"P=24 (not a multiple of 16)", 64, 8, 24, 1, 64, 32},
+                  {"N=10 (not a multiple of 16)", 64, 8, 32, 2, 10, 32}};
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char label[96];
+        snprintf(label, sizeof label, "quad rule: %s", shapes[i].what);
+        check_taken(label, "the quad forward",
+                    st_cuda_ssd_forward_is_scan_tc_quad(4, shapes[i].K, shapes[i].H, shapes[i].P, shapes[i].G,
+                                                        shapes[i].N, shapes[i].Q),
+                    0);
+    }
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    printf("quad rule: not taken at K=50, K=128, P=24, N=10\n");
+}
+
 /* ---- case 13: the last row only --------------------------------------------- */
 
 /* norm(a - b) / norm(b) over n values (Inf when a holds a non-finite value). */
@@ -1199,6 +1315,9 @@ static void set_paths(int staging, int scan, int scan_backward) {
 
 static void run_numbered(int i) {
     set_paths(1, 1, 1);
+    /* cases 11, 14 and 16 check the kernels the quad forward takes over at
+     * K <= 64 (the pair and heads kernels, the walk against them): without it */
+    st_cuda_ssd_set_scan_tc_quad(i != 11 && i != 14 && i != 16);
     switch (i) {
     case 0: test_grid(4, 16, 1, 16, 1000); break; /* tiny: d_inner 64, headdim 16, N 16 */
     case 1: test_grid(8, 24, 2, 10, 2000); break; /* odd: d_inner 192, headdim 24, N 10, two groups */
@@ -1311,6 +1430,17 @@ static void run_numbered(int i) {
         test_heads("heads: default shape, two groups", 5, 64, 8, 32, 2, 64, 32, 8600);
         test_heads("heads: runtime shape, three groups (P=24 N=40)", 3, 32, 6, 24, 3, 40, 16, 8700);
         break;
+    case 17: /* bf16 mode: the quad forward (windows of <= 64 rows as one chunk) */
+        test_quad("quad: default shape", 7, 64, 8, 32, 1, 64, 32, 0, 0, 8800);
+        test_quad("quad: default shape, dt=0.5 A=-16 (decays past float's range)", 3, 64, 8, 32, 1, 64, 32, 0, 1, 8900);
+        test_quad("quad: K=32 (tiny shape)", 5, 32, 4, 16, 1, 16, 16, 0, 0, 9000);
+        test_quad("quad: K=48 (3 row tiles; the walk when off)", 3, 48, 8, 32, 1, 64, 16, 0, 0, 9100);
+        test_quad("quad: H=4 G=2 (2 heads a group), P=16 N=32", 5, 64, 4, 16, 2, 32, 32, 0, 0, 9200);
+        test_quad("quad: P=64 (16 Y tiles: 2 a warp), N=32", 3, 64, 8, 64, 1, 32, 32, 1, 0, 9300);
+        /* Q = 8: the walk when off has two chunks (one chunk of 16 would form the quad kernel's sums) */
+        test_quad("quad: one head a group (H=2 G=2), K=16 (one tile)", 9, 16, 2, 32, 2, 16, 8, 0, 0, 9400);
+        test_quad_rule();
+        break;
     case 18: /* bf16 mode: the quad backward, a window as one chunk a (window, group) */
         test_scan_quad("quad: default shape", 7, 64, 8, 32, 1, 64, 32, 0, 9000);
         test_scan_quad("quad: H=4 G=2", 9, 64, 4, 32, 2, 64, 32, 0, 9100);
@@ -1323,6 +1453,7 @@ static void run_numbered(int i) {
         break;
     }
     set_paths(1, 1, 1);
+    st_cuda_ssd_set_scan_tc_quad(1);
     st_cuda_ssd_set_scan_quad_backward(1);
 }
 

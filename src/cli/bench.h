@@ -46,6 +46,7 @@ typedef struct {
     int train_table;  /* train: the training bar table (1), the VSN a row (0), the trainer's choice (-1):
                        * st_cuda_model_set_train_table */
     int last_row_tail; /* the last block's last-row tail (1) or the full block (0): st_cuda_model_set_last_row_tail */
+    int vsn_tc;        /* bf16: the fused VSN's products on the tensor cores (1) or fp32 FMAs (0): st_cuda_vsn_set_fused_tc */
     uint64_t seed;
     const st_market *market; /* the built-in synthetic market (training split) */
 } st_bench_opts;

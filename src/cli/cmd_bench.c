@@ -20,6 +20,7 @@
 #ifdef ST_HAVE_CUDA
 #include "cuda/model_cuda.h" /* st_cuda_model_set_train_table, _set_last_row_tail */
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc */
 #endif
 
 static const st_flag flags[] = {
@@ -49,6 +50,8 @@ static const st_flag flags[] = {
                               "once a window row (0), or the trainer's choice (-1, default)"},
     {"last-row-tail", "0|1", "train, act, e2e: the last Mamba2 block past its SSD at the last row of each window "
                              "only, what the heads read (1, default), or over every row (0)"},
+    {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
+                      "tensor cores (1, default) or as fp32 FMAs (0)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -151,6 +154,8 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "last-row-tail", 1, &o->last_row_tail));
     ST_REQUIRE(o->last_row_tail == 0 || o->last_row_tail == 1, ST_ERR_INPUT, "--last-row-tail: %d is neither 0 nor 1",
                o->last_row_tail);
+    ST_TRY(st_args_int(a, "vsn-tc", 1, &o->vsn_tc));
+    ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -198,6 +203,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "act_window", o->act_window);
     cJSON_AddNumberToObject(root, "train_table", o->train_table);
     cJSON_AddNumberToObject(root, "last_row_tail", o->last_row_tail);
+    cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -270,6 +276,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_vsn_set_fused(o.vsn_fused);
         st_cuda_model_set_train_table(o.train_table);
         st_cuda_model_set_last_row_tail(o.last_row_tail);
+        st_cuda_vsn_set_fused_tc(o.vsn_tc);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

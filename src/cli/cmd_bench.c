@@ -21,6 +21,7 @@
 #include "cuda/model_cuda.h" /* st_cuda_model_set_train_table, _set_last_row_tail */
 #include "cuda/ssd_cuda.h"   /* st_cuda_ssd_set_scan_quad_backward, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc */
 #endif
 
 static const st_flag flags[] = {
@@ -54,6 +55,8 @@ static const st_flag flags[] = {
                                   "chunk a (window, group) (1, default), or the scan backward a (window, head) (0)"},
     {"scan-quad", "0|1", "train, act, e2e: the SSD forward in bf16 mode for windows of at most 64 rows as one chunk "
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
+    {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
+                      "tensor cores (1, default) or as fp32 FMAs (0)"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -162,6 +165,8 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "scan-quad", 1, &o->scan_quad));
     ST_REQUIRE(o->scan_quad == 0 || o->scan_quad == 1, ST_ERR_INPUT, "--scan-quad: %d is neither 0 nor 1",
                o->scan_quad);
+    ST_TRY(st_args_int(a, "vsn-tc", 1, &o->vsn_tc));
+    ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -211,6 +216,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "last_row_tail", o->last_row_tail);
     cJSON_AddNumberToObject(root, "scan_quad_backward", o->scan_quad_backward);
     cJSON_AddNumberToObject(root, "scan_quad", o->scan_quad);
+    cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -285,6 +291,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_model_set_last_row_tail(o.last_row_tail);
         st_cuda_ssd_set_scan_quad_backward(o.scan_quad_backward);
         st_cuda_ssd_set_scan_tc_quad(o.scan_quad);
+        st_cuda_vsn_set_fused_tc(o.vsn_tc);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

@@ -120,7 +120,9 @@ int st_cuda_vsn_backward_ex(int rows, int F, int C, int Dv, const float *s, int 
  * tests), or as the cuBLAS products and element-wise kernels that the
  * backward recomputes the activations with (ST_CUDA_VSN_UNFUSED; every
  * other Dv always). v within fp32 rounding either way; tests check all.
- * Process-wide, read when a forward is enqueued (a captured graph keeps
+ * (In bf16 mode the fused kernel's products run on the tensor cores at Dv
+ * 16 and 32, st_cuda_vsn_set_fused_tc in cuda/vsn_forward_fused_cuda.h:
+ * v within bf16 rounding there.) Process-wide, read when a forward is enqueued (a captured graph keeps
  * the path it was captured with). */
 #define ST_CUDA_VSN_UNFUSED 0
 #define ST_CUDA_VSN_FUSED 1

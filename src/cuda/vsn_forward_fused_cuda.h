@@ -53,6 +53,24 @@ int st_cuda_vsn_table_fill_rows(int cap, const int *nrows, const int *src_rows, 
 int st_cuda_vsn_table_combine(int rows, int F, int Dv, const float *alpha, int alpha_stride, const float *tab,
                               const int *tab_row, float *v, int v_stride, void *stream);
 
+/* The products on the tensor cores (model/vsn_forward_fused_tc.cu): in the
+ * bf16 matmul precision (cuda/linear_cuda.h, read when a call is enqueued)
+ * st_cuda_vsn_forward_fused and both table fills run a variant of the
+ * fused kernel whose two per-variable products are bf16 mma.sync with
+ * fp32 accumulators (cuBLAS's own bf16 rounding of the operands; t within
+ * ~3e-3 of the fp32 kernel's), the rest as before. Both paths take it
+ * together, so the table and the one-pass forward keep each other's bits.
+ *   st_cuda_vsn_set_fused_tc    1 (the default): the variant where it
+ *                               takes; 0: the fp32 kernel in both
+ *                               precisions. Process-wide, not
+ *                               synchronised: set it between steps.
+ *   st_cuda_vsn_fused_tc_takes  1 when a fused call with this Dv would run
+ *                               the variant now: bf16 mode, the switch on
+ *                               and Dv 16 or 32 (Dv 8 keeps the fp32
+ *                               kernel). */
+void st_cuda_vsn_set_fused_tc(int on);
+int st_cuda_vsn_fused_tc_takes(int Dv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,12 +49,16 @@
  * Numbers, and how they relate to the unfused path (which the backward
  * still runs to recompute the activations, vsn.cu var_forward):
  *   - h1 is the same expression as st_cuda_vsn_rank1's: the same bits;
- *   - the products are fp32 FMAs summed over k in ascending order, in both
- *     matmul precisions (no tensor cores): within fp32 rounding of
- *     cuBLAS's fp32 products, not their bits; in bf16 mode cuBLAS rounds
- *     its operands to bf16, so there the forward's t is the more accurate
- *     and the backward's recomputed t differ from it by the bf16 products'
- *     error (~1e-3 relative), not just in the last bits;
+ *   - the products are fp32 FMAs summed over k in ascending order (no
+ *     tensor cores): within fp32 rounding of cuBLAS's fp32 products, not
+ *     their bits. That is every call in fp32 mode; in bf16 mode, where
+ *     st_cuda_vsn_fused_tc_takes(Dv) (Dv 16 or 32, the switch on), both
+ *     modes below run vsn_fused_tc_kernel instead (model/
+ *     vsn_forward_fused_tc.cu: the products on the tensor cores with bf16
+ *     operands, as cuBLAS's bf16 mode rounds them), and this kernel only
+ *     at Dv = 8 or with the switch off, where its t is the more accurate
+ *     one and the backward's recomputed t differ from it by the bf16
+ *     products' error (~1e-3 relative), not just in the last bits;
  *   - the gate, statistics (double, two passes over the registers) and t
  *     are gate_combine_kernel's expressions, but the statistics' double
  *     sums run in a different order (4 columns a thread, then a butterfly)
@@ -70,12 +74,12 @@
  * of combining; table_combine_kernel then adds alpha_j t_j over j in
  * order in double for each window row from its bar's table row: the
  * combine above, term for term, so v has the one-pass kernel's bits. */
-#include <cuda_pipeline.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "cuda/check.h"
 #include "cuda/vsn_device.cuh"
+#include "cuda/vsn_fused_device.cuh"
 #include "cuda/vsn_tile_device.cuh"
 
 extern "C" {
@@ -91,7 +95,8 @@ extern "C" void st_cuda_vsn_set_fused(int mode) { fused_mode = mode; }
  * that divides 128: CG = Dv / 4 threads share a row, within a warp) and T
  * threads a block (256, or 128 where the rows fill less than a wave of
  * 256-thread blocks: fused_dispatch). */
-template <int DV, int T> struct fused_shape {
+template <int DV, int T> struct fused_shape : fused_vec_rows {
+    static constexpr int dv = DV, threads = T;
     static constexpr int CG = DV / 4;                  /* column groups: threads a row */
     static constexpr int RG = T / CG;                  /* row groups */
     static constexpr int R = 4 * RG;                   /* rows a block */
@@ -99,83 +104,11 @@ template <int DV, int T> struct fused_shape {
     static constexpr int LDH = DV == 32 ? 40 : DV + 4; /* activation row stride */
     /* one stage: W2 [DV][LDW], Wg [2DV][LDW], vec [8][DV], s [R], alpha [R] */
     static constexpr int W2 = 0, WG = DV * LDW, VEC = 3 * DV * LDW, S = VEC + 8 * DV, A = S + R, STAGE = A + R;
-    /* the vectors' rows in vec */
-    enum { U, V, B1, B2, EW, EB, LNW, LNB };
     /* floats: two stages, then h1 and h2 [R][LDH] */
     static constexpr int H1 = 2 * STAGE, H2 = H1 + R * LDH, TOTAL = H2 + R * LDH;
     static_assert(DV % 4 == 0 && 32 % CG == 0, "a row's threads must be adjacent lanes of one warp");
     static_assert(STAGE % 4 == 0 && LDW % 4 == 0 && LDH % 4 == 0, "float4 rows need 16-byte alignment");
 };
-
-struct fused_args {
-    int rows, F, s_stride, alpha_stride, v_stride;
-    /* the table mode reads neither alpha nor v: their slots hold, for a training minibatch's
-     * bars (st_cuda_vsn_table_fill_rows), src_rows (table row r's s is s row src_rows[r]) and
-     * nrows (the rows end at min(rows, *nrows), a device count); NULL: none. (Unions, not two
-     * more fields: a larger argument block cost the v mode's Dv = 16 kernel 20 bytes of spills.) */
-    const float *s;
-    union {
-        const float *alpha;
-        const int *src_rows;
-    };
-    const float *W2, *Wg, *U, *V, *Vg, *ew, *eb, *lnw, *lnb;
-    union {
-        float *v; /* the combine's output (v mode) */
-        const int *nrows;
-    };
-    float *tab; /* table mode: every t_j, row r's at tab + r F Dv */
-};
-
-/* The rows a launch covers: a.rows, or the device count where there is one. */
-__device__ static inline int fused_rows(const fused_args &a) { return a.nrows ? min(*a.nrows, a.rows) : a.rows; }
-
-/* Asynchronous copies of variable j's weights, vectors and the tile's s
- * and alpha into a stage (4-byte copies: the callers' buffers carry no
- * 16-byte alignment); rows past the end get s = alpha = 0 (finite values
- * that are computed and never written). */
-template <int DV, int T, bool TAB>
-__device__ static void fused_stage(const fused_args &a, int rows, int j, size_t row0, float *st) {
-    typedef fused_shape<DV, T> S;
-    const int tid = threadIdx.x;
-    const float *W2 = a.W2 + (size_t)j * DV * DV, *Wg = a.Wg + (size_t)j * 2 * DV * DV;
-    for (int i = tid; i < 3 * DV * DV; i += T) { /* [W2; Wg] rows o < 3 DV, columns k */
-        const int o = i / DV, k = i % DV;
-        const float *src = o < DV ? W2 + i : Wg + (i - DV * DV);
-        __pipeline_memcpy_async(st + S::W2 + o * S::LDW + k, src, sizeof(float));
-    }
-    for (int i = tid; i < 8 * DV; i += T) {
-        const int which = i / DV, k = i % DV;
-        const size_t jk = (size_t)j * DV + k;
-        const float *src = which == S::U     ? a.U + jk
-                           : which == S::V   ? a.V + jk
-                           : which == S::B1  ? a.Vg + 2 * (size_t)j * DV + k
-                           : which == S::B2  ? a.Vg + 2 * (size_t)j * DV + DV + k
-                           : which == S::EW  ? a.ew + jk
-                           : which == S::EB  ? a.eb + jk
-                           : which == S::LNW ? a.lnw + jk
-                                             : a.lnb + jk;
-        __pipeline_memcpy_async(st + S::VEC + i, src, sizeof(float));
-    }
-    for (int i = tid; i < (TAB ? 1 : 2) * S::R; i += T) { /* table mode: no alpha */
-        const int r = i % S::R;
-        const size_t row = row0 + r;
-        if (row >= (size_t)(TAB ? rows : a.rows)) /* v mode: a.rows, as it was (no register held) */
-            st[i < S::R ? S::S + r : S::A + r] = 0.0f;
-        else if (i < S::R) {
-            const size_t src = TAB && a.src_rows ? (size_t)a.src_rows[row] : row;
-            __pipeline_memcpy_async(st + S::S + r, a.s + src * (size_t)a.s_stride + j, sizeof(float));
-        } else
-            __pipeline_memcpy_async(st + S::A + r, a.alpha + row * (size_t)a.alpha_stride + j, sizeof(float));
-    }
-    __pipeline_commit();
-}
-
-/* dev_sigmoid's value with one division for both signs (the same bits:
- * 1/(1+e) and e/(1+e) with e = exp(-|x|)), no divergent branch. */
-__device__ static inline float sigmoid_one_div(float x) {
-    const float e = expf(-fabsf(x));
-    return (x >= 0 ? 1.0f : e) / (1.0f + e);
-}
 
 /* __launch_bounds__: 128 registers a thread, 512 threads an SM (two 256-thread blocks, four of 128).
  * TAB: the table mode (st_cuda_vsn_table_build): each t_j stored, no combine. */
@@ -195,17 +128,10 @@ template <int DV, int T, bool TAB> static __global__ void __launch_bounds__(T, 5
 #pragma unroll
         for (int c = 0; c < 4; c++)
             acc[i][c] = 0;
-    fused_stage<DV, T, TAB>(a, rows, 0, row0, sm);
+    fused_stage<S, TAB>(a, rows, 0, row0, sm);
     for (int j = 0; j < a.F; j++) {
         const float *st = sm + (j & 1) * S::STAGE, *vec = st + S::VEC;
-        /* variable j's stage has landed, and every thread is past variable
-         * j-1 (its stage, h1 and h2 may be overwritten) */
-        __pipeline_wait_prior(0);
-        __syncthreads();
-        if (j + 1 < a.F)
-            fused_stage<DV, T, TAB>(a, rows, j + 1, row0, sm + ((j + 1) & 1) * S::STAGE);
-        else
-            __pipeline_commit(); /* an empty group: the wait above stays uniform */
+        fused_next<S, TAB>(a, rows, j, row0, sm); /* j-1's stage, h1 and h2 may be overwritten */
         /* 1. h1 = ELU(s U + V) */
         vsn_tile_h1<DV, T, LDH>(st + S::S, vec + S::U * DV, vec + S::V * DV, h1s, tid);
         __syncthreads();
@@ -289,11 +215,8 @@ template <int DV, int T, bool TAB = false> static int fused_launch(const fused_a
  * Dv = 32: 64 blocks of 128 rows, or 128 of 64) still reaches every SM.
  * The same expressions in the same order either way: the same bits. */
 template <int DV> static int fused_dispatch(const fused_args &a, int mode, cudaStream_t st) {
-    int dev = 0, sms = 0;
-    ST_CUDA_TRY(cudaGetDevice(&dev));
-    ST_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const size_t R = fused_shape<DV, 256>::R, big = ((size_t)a.rows + R - 1) / R;
-    const int large = mode == ST_CUDA_VSN_FUSED_LARGE || (mode != ST_CUDA_VSN_FUSED_SMALL && big >= 2 * (size_t)sms);
+    int large = 0;
+    ST_TRY(fused_large(a.rows, fused_shape<DV, 256>::R, mode, &large));
     return large ? fused_launch<DV, 256>(a, st) : fused_launch<DV, 128>(a, st);
 }
 
@@ -310,6 +233,7 @@ extern "C" int st_cuda_vsn_forward_fused(int rows, int F, int Dv, const float *s
     a.s = s, a.alpha = alpha, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w, a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg;
     a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w, a.lnb = w->var_ln_b, a.v = v;
     cudaStream_t st = (cudaStream_t)stream;
+    if (st_cuda_vsn_fused_tc_takes(Dv)) return vsn_fused_tc_launch(a, Dv, 0, mode, st);
     if (Dv == 8) return fused_dispatch<8>(a, mode, st);
     if (Dv == 16) return fused_dispatch<16>(a, mode, st);
     return fused_dispatch<32>(a, mode, st);
@@ -333,6 +257,7 @@ static int table_fill(int rows, const int *nrows, const int *src_rows, int F, in
     a.rows = rows, a.F = F, a.s_stride = s_stride, a.src_rows = src_rows, a.nrows = nrows;
     a.s = s, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w, a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg;
     a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w, a.lnb = w->var_ln_b, a.tab = tab;
+    if (st_cuda_vsn_fused_tc_takes(Dv)) return vsn_fused_tc_launch(a, Dv, 1, fused_mode, st);
     if (Dv == 8) return fused_launch<8, 256, true>(a, st);
     if (Dv == 16) return fused_launch<16, 256, true>(a, st);
     return fused_launch<32, 256, true>(a, st);

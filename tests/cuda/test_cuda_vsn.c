@@ -43,7 +43,12 @@
  * The backward runs its fused kernel (model/vsn_backward_fused.cu) in
  * every case above with Dv in {8, 16, 32}; test_backward_paths runs both
  * of its paths on F = 37 at each of those Dv, partial tiles and more tiles
- * than row splits, each against the CPU and the two against each other. */
+ * than row splits, each against the CPU and the two against each other.
+ * In bf16 mode the fused forward's products run on the tensor cores at
+ * Dv 16 and 32 (model/vsn_forward_fused_tc.cu): test_fused_tc compares
+ * them, v and the bar table, with the fp32 kernel within 2e-2 (~3e-3
+ * expected), at 1, 37 and over 1,000 rows, and checks the fp32 mode's
+ * bits, the switch, determinism and the table's bits against v. */
 #include "model/vsn.h"
 
 #include <stdint.h>
@@ -54,8 +59,10 @@
 #include "model/vsn_ref.h"
 
 #ifdef ST_HAVE_CUDA
+#include "cuda/linear_cuda.h" /* st_cuda_set_matmul_precision */
 #include "cuda/vsn_backward_fused_cuda.h"
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_forward_fused_cuda.h" /* the tensor-core switch, the table combine */
 
 #define FWD_BOUND 1e-5
 #define GRAD_BOUND 1e-4
@@ -377,6 +384,20 @@ static void test_case(const char *label, int windows, int K, int F, int C, int D
     free_case(&k);
 }
 
+/* A forward's device inputs in layout 2 (s and c inside padded window rows
+ * with NaN gaps; dv, dalpha strided), the weights, and `saved` and `work`
+ * poisoned. Returns 1 when every buffer was allocated. */
+static int forward_setup(const vcase *k, const vstrides *st, vdev *d, const float **s, int *s_stride, const float **c,
+                         int *c_stride) {
+    const int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
+    memset(d, 0, sizeof *d);
+    upload_inputs(k, 2, st, d, s, s_stride, c, c_stride);
+    d->p = dev_upload(k->p, k->L.total);
+    d->saved = dev_poisoned(st_cuda_vsn_saved_count(R, F, C, Dv));
+    d->work = dev_poisoned(st_cuda_vsn_work_count(R, F, C, Dv));
+    return d->p && d->saved && d->work && d->win;
+}
+
 /* The forward alone at the preset's sizes in each of its modes (s inside a
  * padded window row with a NaN gap, v and alpha strided and poisoned): the
  * fused kernel with its tile picked by the rows, forced to 256-thread and
@@ -397,15 +418,10 @@ static void test_fused_vs_unfused(const char *label, int windows, int K, int F, 
     printf("%s: the forward's modes, rows=%d (%d windows x K=%d) F=%d C=%d Dv=%d\n", label, R, windows, K, F, C, Dv);
     vstrides st = vstrides_of(&k, 2);
     vdev d;
-    memset(&d, 0, sizeof d);
     const float *s, *c;
     int s_stride, c_stride;
-    upload_inputs(&k, 2, &st, &d, &s, &s_stride, &c, &c_stride);
-    d.p = dev_upload(k.p, k.L.total);
-    d.saved = dev_poisoned(st_cuda_vsn_saved_count(R, F, C, Dv));
-    d.work = dev_poisoned(st_cuda_vsn_work_count(R, F, C, Dv));
+    int rc = forward_setup(&k, &st, &d, &s, &s_stride, &c, &c_stride) ? ST_OK : ST_ERR_DEVICE;
     float *dvs[NMODES], *das[NMODES];
-    int rc = d.p && d.saved && d.work && d.win ? ST_OK : ST_ERR_DEVICE;
     for (int u = 0; u < NMODES; u++) {
         dvs[u] = dev_poisoned((size_t)R * st.v_s), das[u] = dev_poisoned((size_t)R * st.alpha_s);
         if (!dvs[u] || !das[u]) rc = ST_ERR_DEVICE;
@@ -528,6 +544,179 @@ static void test_backward_paths(const char *label, int windows, int K, int F, in
     free_case(&k);
 }
 
+/* ---- the tensor-core variant (model/vsn_forward_fused_tc.cu) ----------------- */
+
+/* One configuration's outputs, R + TC_PAST rows of each (host and device):
+ * the forward's v and alpha (strided as layout 2) and a bar table of the
+ * same s rows (st_cuda_vsn_table_build). */
+#define TC_PAST 3 /* rows past the count in every output, poisoned, checked untouched */
+typedef struct {
+    float *v, *alpha, *tab;    /* host */
+    float *dv, *dalpha, *dtab; /* device */
+} tc_out;
+
+static void tc_out_free(tc_out *o) {
+    free(o->v), free(o->alpha), free(o->tab);
+    if (o->dv) dev_free(o->dv);
+    if (o->dalpha) dev_free(o->dalpha);
+    if (o->dtab) dev_free(o->dtab);
+}
+
+/* The forward and a table build in the current precision and switches, the
+ * fused tile by `mode`, into poisoned outputs. Returns ST_OK or the error. */
+static int tc_run(const vcase *k, const vstrides *st, const float *s, int s_stride, const float *c, int c_stride,
+                  const vdev *d, float *fold_work, int mode, tc_out *o) {
+    const int R = k->rows, F = k->F, C = k->C, Dv = k->Dv;
+    const size_t nv = (size_t)(R + TC_PAST) * st->v_s, na = (size_t)(R + TC_PAST) * st->alpha_s,
+                 nt = (size_t)(R + TC_PAST) * F * Dv;
+    memset(o, 0, sizeof *o);
+    o->dv = dev_poisoned(nv), o->dalpha = dev_poisoned(na), o->dtab = dev_poisoned(nt);
+    st_vsn_weights w = vsn_bind_w(&k->L, d->p);
+    int rc = o->dv && o->dalpha && o->dtab ? ST_OK : ST_ERR_DEVICE;
+    st_cuda_vsn_set_fused(mode);
+    if (rc == ST_OK)
+        rc = st_cuda_vsn_forward(R, F, C, Dv, s, s_stride, c, c_stride, &w, o->dv, st->v_s, o->dalpha, st->alpha_s,
+                                 d->saved, d->work, NULL);
+    if (rc == ST_OK) rc = st_cuda_vsn_table_build(R, F, Dv, s, s_stride, &w, o->dtab, fold_work, NULL);
+    st_cuda_vsn_set_fused(ST_CUDA_VSN_FUSED);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (rc != ST_OK) fprintf(stderr, "GPU VSN call failed: %s\n", st_last_error());
+    if (e != cudaSuccess) fprintf(stderr, "GPU VSN kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
+    if (rc != ST_OK) return rc;
+    o->v = alloc_f((long)nv), o->alpha = alloc_f((long)na), o->tab = alloc_f((long)nt);
+    dev_download(o->v, o->dv, nv), dev_download(o->alpha, o->dalpha, na), dev_download(o->tab, o->dtab, nt);
+    return ST_OK;
+}
+
+/* 1 when the two runs' v, alpha and tables (the first R rows) have the same bits. */
+static int tc_same(const vcase *k, const vstrides *st, const tc_out *a, const tc_out *b) {
+    const size_t R = (size_t)k->rows;
+    return !memcmp(a->v, b->v, sizeof(float) * R * st->v_s) &&
+           !memcmp(a->alpha, b->alpha, sizeof(float) * R * st->alpha_s) &&
+           !memcmp(a->tab, b->tab, sizeof(float) * R * k->F * k->Dv);
+}
+
+/* 1 when the run kept the poison in v's and alpha's padding and in every
+ * buffer's TC_PAST rows past the count. */
+static int tc_untouched(const vcase *k, const vstrides *st, const tc_out *o) {
+    const int R = k->rows, P = k->F * k->Dv;
+    return padding_untouched(o->v, R, k->Dv, st->v_s) && padding_untouched(o->alpha, R, k->F, st->alpha_s) &&
+           padding_untouched(o->v + (size_t)R * st->v_s, TC_PAST, 0, st->v_s) &&
+           padding_untouched(o->alpha + (size_t)R * st->alpha_s, TC_PAST, 0, st->alpha_s) &&
+           padding_untouched(o->tab + (size_t)R * P, TC_PAST, 0, P);
+}
+
+/* The fused forward's products on the tensor cores in bf16 mode against the
+ * fp32 kernel, both modes of the kernel (v and the table). Runs, each with
+ * every output poisoned and TC_PAST rows past the count:
+ *   0  fp32 mode, the switch on    st_cuda_vsn_fused_tc_takes(Dv) = 0: the
+ *   1  fp32 mode, the switch off   fp32 kernel both times, the same bits;
+ *   2  bf16 mode, the switch off   the fp32 kernel, bf16 selection GRN;
+ *   3  bf16 mode, the switch on    takes = 1: the tensor-core kernel;
+ *   4  the same again              the same bits as 3;
+ *   5  the same, 256-thread tiles  the same bits as 3 (the tile by rows
+ *                                  takes 128-thread ones at these sizes).
+ * Checks: v and the table of run 3 within TC_BOUND of runs 2 and 1
+ * (rel_err_rows: the Frobenius norm of the difference over the reference's;
+ * bf16 operands with fp32 accumulation give ~3e-3 there, as cuBLAS's bf16
+ * products; a swapped row or column in a fragment, or g1 and g2 of other
+ * outputs, O(1)); alpha the same bits in 2 and 3 (the same selection GRN);
+ * run 3's table through st_cuda_vsn_table_combine with its alpha gives its
+ * v bit for bit (the table mode's t_j are the ones the v mode combines);
+ * padding and rows past the count untouched. A control shows the bound
+ * discriminates: the reference table with the two columns of each output
+ * pair swapped (what one exchanged pair in a B or accumulator fragment
+ * would give) is further than 10 TC_BOUND from run 3's. */
+#define TC_BOUND 2e-2
+#define TC_RUNS 6
+static void test_fused_tc(const char *label, int rows, int F, int C, int Dv, uint64_t seed) {
+    vcase k = make_case(label, 1, rows, F, C, Dv, seed);
+    const int R = k.rows, P = F * Dv;
+    printf("%s: tensor-core products vs fp32, rows=%d F=%d C=%d Dv=%d\n", label, R, F, C, Dv);
+    vstrides st = vstrides_of(&k, 2);
+    vdev d;
+    const float *s, *c;
+    int s_stride, c_stride;
+    int ok = forward_setup(&k, &st, &d, &s, &s_stride, &c, &c_stride);
+    float *fold_work = dev_poisoned(st_vsn_fold_count(F, Dv));
+    tc_out o[TC_RUNS];
+    memset(o, 0, sizeof o);
+    int rc = ok && fold_work ? ST_OK : ST_ERR_DEVICE;
+    static const int bf16[TC_RUNS] = {0, 0, 1, 1, 1, 1}, tc[TC_RUNS] = {1, 0, 0, 1, 1, 1};
+    for (int u = 0; u < TC_RUNS && rc == ST_OK; u++) {
+        st_cuda_set_matmul_precision(bf16[u] ? ST_MATMUL_BF16 : ST_MATMUL_FP32);
+        st_cuda_vsn_set_fused_tc(tc[u]);
+        const int takes = st_cuda_vsn_fused_tc_takes(Dv);
+        CHECK(takes == (bf16[u] && tc[u]), "%s: run %d: st_cuda_vsn_fused_tc_takes(%d) = %d (bf16 %d, switch %d)",
+              label, u, Dv, takes, bf16[u], tc[u]);
+        rc = tc_run(&k, &st, s, s_stride, c, c_stride, &d, fold_work,
+                    u == 5 ? ST_CUDA_VSN_FUSED_LARGE : ST_CUDA_VSN_FUSED, &o[u]);
+    }
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    st_cuda_vsn_set_fused_tc(1);
+    CHECK(rc == ST_OK, "%s: a GPU run failed (message above)", label);
+    if (rc == ST_OK) {
+        for (int u = 0; u < TC_RUNS; u++)
+            CHECK(tc_untouched(&k, &st, &o[u]), "%s: run %d wrote into padding or past the %d rows", label, u, R);
+        CHECK(tc_same(&k, &st, &o[0], &o[1]), "%s: fp32 mode differs with the tensor-core switch on and off", label);
+        CHECK(tc_same(&k, &st, &o[3], &o[4]), "%s: two tensor-core runs differ (not deterministic)", label);
+        CHECK(tc_same(&k, &st, &o[3], &o[5]), "%s: the tensor-core kernel's bits depend on its tile", label);
+        int same_alpha = 1;
+        for (int r = 0; r < R; r++)
+            same_alpha &=
+                !memcmp(o[2].alpha + (size_t)r * st.alpha_s, o[3].alpha + (size_t)r * st.alpha_s, sizeof(float) * F);
+        CHECK(same_alpha, "%s: alpha differs between the fused kernels (the selection GRN is the same)", label);
+        char name[96];
+        static const char *refs[2] = {"bf16 fp32-kernel", "fp32 mode"};
+        for (int ref = 0; ref < 2; ref++) {
+            const tc_out *b = &o[ref == 0 ? 2 : 1];
+            double ev = rel_err_rows(o[3].v, st.v_s, b->v, st.v_s, R, Dv);
+            double et = rel_err_rows(o[3].tab, P, b->tab, P, R, P);
+            snprintf(name, sizeof name, "%s v vs %s", label, refs[ref]);
+            printf("  %-52s rel err %.3e (bound %.0e)\n", name, ev, TC_BOUND);
+            CHECK(ev <= TC_BOUND, "%s: rel err %.3e > %.0e", name, ev, TC_BOUND);
+            snprintf(name, sizeof name, "%s table vs %s", label, refs[ref]);
+            printf("  %-52s rel err %.3e (bound %.0e)\n", name, et, TC_BOUND);
+            CHECK(et <= TC_BOUND, "%s: rel err %.3e > %.0e", name, et, TC_BOUND);
+        }
+        float *swapped = alloc_f((long)R * P);
+        for (long i = 0; i < (long)R * P; i++)
+            swapped[i] = o[2].tab[i ^ 1];
+        double ectl = rel_err_rows(o[3].tab, P, swapped, P, R, P);
+        free(swapped);
+        printf("  %-52s rel err %.3e (must exceed %.0e)\n", "  control: reference pairs swapped", ectl, 10 * TC_BOUND);
+        CHECK(ectl > 10 * TC_BOUND, "%s: a swapped pair gives only %.3e: the bound cannot see a fragment error", label,
+              ectl);
+        /* the table mode's t_j combined give the v mode's v */
+        int *ident = malloc(sizeof(int) * (size_t)R);
+        for (int r = 0; r < R; r++)
+            ident[r] = r;
+        int *drow = dev_bytes(ident, sizeof(int) * (size_t)R);
+        float *dv2 = dev_poisoned((size_t)(R + TC_PAST) * st.v_s);
+        int crc = drow && dv2
+                      ? st_cuda_vsn_table_combine(R, F, Dv, o[3].dalpha, st.alpha_s, o[3].dtab, drow, dv2, st.v_s, NULL)
+                      : ST_ERR_DEVICE;
+        CHECK(crc == ST_OK && cudaDeviceSynchronize() == cudaSuccess, "%s: table combine: %s", label, st_last_error());
+        if (crc == ST_OK) {
+            float *v2 = alloc_f((long)R * st.v_s);
+            dev_download(v2, dv2, (size_t)R * st.v_s);
+            int same_v = 1;
+            for (int r = 0; r < R; r++)
+                same_v &= !memcmp(v2 + (size_t)r * st.v_s, o[3].v + (size_t)r * st.v_s, sizeof(float) * Dv);
+            CHECK(same_v, "%s: v through the tensor-core table differs from the one-pass v in its bits", label);
+            free(v2);
+        }
+        free(ident);
+        if (drow) dev_free(drow);
+        if (dv2) dev_free(dv2);
+    }
+    for (int u = 0; u < TC_RUNS; u++)
+        tc_out_free(&o[u]);
+    if (fold_work) dev_free(fold_work);
+    vdev_free(&d);
+    free_case(&k);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_vsn_forward(4, 0, 3, 8, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
@@ -588,6 +777,18 @@ static void run_all(void) {
     /* the default preset (F=40, C=16, Dv=32, K=64) at the action step of 4,096 environments */
     test_fused_vs_unfused("default preset", test_quick() ? 64 : 4096, 64, 40, 16, 32, 0xC0DA09);
     test_fused_vs_unfused("F=37 Dv=32, a partial tile", test_quick() ? 3 : 33, 50, 37, 11, 32, 0xC0DA0A);
+    /* the tensor-core products (bf16 mode) at Dv = 32 and 16: one row, a partial warp's tile, and
+     * rows past a 256-thread block's tile (128 rows at Dv = 32, 256 at 16) ending in a partial one;
+     * Dv = 8 keeps the fp32 kernel */
+    test_fused_tc("tc Dv=32, 1 row", 1, 40, 16, 32, 0xC0DA13);
+    test_fused_tc("tc Dv=32 F=37, 37 rows", 37, 37, 11, 32, 0xC0DA14);
+    test_fused_tc("tc Dv=32, 1,037 rows", 1037, 40, 16, 32, 0xC0DA15);
+    test_fused_tc("tc Dv=16 F=13, 1 row", 1, 13, 7, 16, 0xC0DA16);
+    test_fused_tc("tc Dv=16, 37 rows", 37, 40, 16, 16, 0xC0DA17);
+    test_fused_tc("tc Dv=16 F=37, 1,100 rows", 1100, 37, 11, 16, 0xC0DA18);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    CHECK(!st_cuda_vsn_fused_tc_takes(8), "Dv = 8 takes the tensor-core kernel (it has no tile for it)");
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
     test_bad_sizes();
 }
 #endif

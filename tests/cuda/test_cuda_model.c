@@ -426,9 +426,12 @@ static void md_table_case(const char *preset, int n, int bars, int bf16, uint64_
     int same = md_same(&h, &out[0], &out[1], 1);
     CHECK(same, "%s: the forward through the table gives other bits than the plain forward", name);
     printf("  %-36s %s (%d bars, %d windows)\n", name, same ? "identical" : "DIFFER", bars, n);
-    /* and the table against a second build: the same bits (a fixed order, no atomics) */
+    /* and the table against a second build in the same precision (bf16 mode's fill runs on the
+     * tensor cores): the same bits (a fixed order, no atomics) */
     float *tab2 = dev_poisoned((size_t)bars * F * d->Dv);
+    if (bf16) st_cuda_set_matmul_precision(ST_MATMUL_BF16);
     CHECK(st_cuda_model_table_build(&m, bars, dfeat, bs, tab2) == ST_OK, "%s: second build", name);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
     float *t1 = dev_download_new(tab, (size_t)bars * F * d->Dv), *t2 = dev_download_new(tab2, (size_t)bars * F * d->Dv);
     CHECK(same_bits(t1, t2, (size_t)bars * F * d->Dv) && count_nonfinite(t1, bars, F * d->Dv, F * d->Dv) == 0,
           "%s: two table builds differ, or the table holds a non-finite (unwritten) value", name);

@@ -703,6 +703,17 @@ static void test_scan_tc_pair(const problem *pb, const char *label, int Q, int s
     free_result(&walk);
 }
 
+/* make_problem's, with dt = 0.5 and A = -16 everywhere when strong (the
+ * TC cases' strong decays: far past float's range). */
+static problem make_problem_strong(int Bsz, int K, int H, int P, int G, int N, int strong, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
+        pb.dt[i] = 0.5f;
+    for (int h = 0; strong && h < H; h++)
+        pb.A[h] = -16.0f;
+    return pb;
+}
+
 /* The tensor-core scan forward (ssd_scan_tc.cu: bf16 matrix-product mode,
  * TF32 products, float state) at one shape: whether it is taken (expect_tc:
  * 1 or 0 as the rule says, -1 where it depends on the device's shared
@@ -720,11 +731,7 @@ static void test_scan_tc_pair(const problem *pb, const char *label, int Q, int s
 
 static void test_scan_tc(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int expect_tc,
                          int strong, uint64_t seed) {
-    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
-    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
-        pb.dt[i] = 0.5f;
-    for (int h = 0; strong && h < H; h++)
-        pb.A[h] = -16.0f;
+    problem pb = make_problem_strong(Bsz, K, H, P, G, N, strong, seed);
     result oracle = make_result(&pb), f32 = make_result(&pb), tc0 = make_result(&pb), tc1 = make_result(&pb);
     result tc2 = make_result(&pb), off = make_result(&pb);
     cpu_double_sequential(&pb, &oracle);
@@ -983,11 +990,7 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
  * wrong way round is infinite). Leaves the switch on and fp32 mode. */
 static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int strong,
                            uint64_t seed) {
-    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
-    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
-        pb.dt[i] = 0.5f;
-    for (int h = 0; strong && h < H; h++)
-        pb.A[h] = -16.0f;
+    problem pb = make_problem_strong(Bsz, K, H, P, G, N, strong, seed);
     result oracle = make_result(&pb), old = make_result(&pb);
     result q[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
     cpu_double_sequential(&pb, &oracle);
@@ -1080,11 +1083,7 @@ static void test_scan_quad_rule(void) {
  * the wrong way round is infinite). Leaves the switch on and fp32 mode. */
 static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int no_skip, int strong,
                       uint64_t seed) {
-    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
-    for (long i = 0; strong && i < rows_of(&pb) * H; i++)
-        pb.dt[i] = 0.5f;
-    for (int h = 0; strong && h < H; h++)
-        pb.A[h] = -16.0f;
+    problem pb = make_problem_strong(Bsz, K, H, P, G, N, strong, seed);
     if (no_skip) free(pb.D), pb.D = NULL;
     result oracle = make_result(&pb), on[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
     result off = make_result(&pb);

@@ -27,12 +27,18 @@ kernel where a window is two whole chunks of a multiple of 16 rows, else
 scan_tc_kernel; scan_backward_kernel<8, 1>); where the scans do not fit
 (P N over 256 x 8 state elements for the backward: the large preset) the
 chunk-parallel kernels of ssd.cu run (chunk_summary, chunk_backward;
-chunk_forward where the forward scan does not fit either).
+chunk_forward where the forward scan does not fit either). Since
+2026-12-03 bf16 mode takes a window of at most 64 rows as one chunk
+(scan_quad_kernel, scan_quad_backward_kernel, no reduce_group) and fills
+the VSN's table with vsn_fused_tc_kernel at Dv 16 and 32: --quad 0 and
+--vsn-tc 0 read a profile of a run with those switched off (ssmtrade bench
+--scan-quad 0 --scan-quad-backward 0, --vsn-tc 0).
 
 One call of that benchmark runs the step twice (an eager step, then one
 replay of its graph), so the capture holds about two steps; the per-step
 figures divide by the number of steps, taken from --steps or else from the
-SSD backward's kernel: scan_backward_kernel (or chunk_backward_kernel), once
+SSD backward's kernel: scan_quad_backward_kernel, scan_backward_kernel
+(or chunk_backward_kernel), once
 a full Mamba2 block a step (L - 1 with the tail, L without), else
 lr_backward_kernel (once a step with the tail: the marker where L = 1).
 A capture cut by --launch-count ends inside a step: kernels whose
@@ -173,6 +179,17 @@ Mamba2 blocks of which 1 runs in full; the self-test asserts them):
     476,976 a block, 7,814,774,784 a call (TF32 tiles 2 T (2N + 2p) + 2 x
     2pNL = 464,896 a block, 7,616,856,064). Bytes: reads x, B, C, dt, A, D,
     writes y: 4 (R (2 Hp + 2 GN + H) + 2H) = 339,738,688 B.
+  scan_quad_kernel (ssd_scan_quad.cu; bf16, K <= 64), per (window, group):
+    TF32 G's lower tiles 2 x 2,560 x N = 327,680 and each head's M X 2 x
+    2,560 x p = 163,840: 1,638,400 a block, 3,355,443,200 a call; the
+    element-wise K + 4T + 2Kp = 12,480 a head (T = K (K + 1) / 2 = 2,080):
+    3,559,915,520 FLOPs a call. Bytes: the scan forward's minimum,
+    339,738,688 (B and C once a group). scan_quad_backward_kernel: TF32 G,
+    dC, dB 3 x 327,680 and each head's dW, dX 2 x 163,840: 3,604,480 a
+    block, 7,381,975,040 a call; the element-wise ~K + 10T + 10K + 2Kp =
+    25,600 a head: 7,801,405,440. Bytes: 4 (R (2Hp + 2GN + H) + 2H + R (Hp
+    + H) + 2 R GN + 2 Bsz H) = 545,390,656 (dB, dC summed in the block: no
+    partials, no reduce_group).
   vsn_bwd_fused_kernel<32, 1> (vsn_backward_fused.cu, table mode over nb
     bars): per (bar, variable) the products 18 Dv^2 (recompute h2 2, g 4;
     dh2 4, dWg 4, dh1 2, dW2 2) and ~60 Dv element-wise
@@ -225,7 +242,8 @@ DEFAULT_FP32_TFLOPS = 51.3  # H200, 2026-12-01: cuBLAS sgemm 8192^3, no TF32
 DEFAULT_GEMM_TFLOPS = 411.9  # H200, 2026-12-01 (results/2026-12-01-a): fp32 in/out, 32F_FAST_16BF, 8192^3
 DEFAULT_TF32_TFLOPS = 495.0  # H200 SXM dense TF32 tensor-core spec (989 is with sparsity): not measured
 # the SSD backward's kernels, the first with calls a step: the full blocks' (L - 1 a step with the tail), the tail's
-STEP_MARKERS = ("scan_backward_kernel", "chunk_backward_kernel", "lr_backward_kernel")
+STEP_MARKERS = ("scan_quad_backward_kernel", "scan_backward_kernel", "chunk_backward_kernel", "lr_backward_kernel")
+FULL_MARKERS = STEP_MARKERS[:3]  # the full blocks' (L - 1 a step with the tail)
 BARS_2048 = 70_000  # distinct bars of 2,048 windows: bench/NOTES.md "second session", notes-train-table.md
 MARKET_BARS = 96_000  # the bench market's bars (bench/NOTES.md change 21: the action step's table)
 
@@ -268,7 +286,7 @@ class Sizes:
     in DESIGN (and derived as src/core/config.h derives them); the precision
     mode and the distinct bars of the minibatch."""
 
-    def __init__(self, preset, windows, precision="bf16", bars=None, market=MARKET_BARS, tail=1):
+    def __init__(self, preset, windows, precision="bf16", bars=None, market=MARKET_BARS, tail=1, quad=1, vsn_tc=1):
         d = PRESETS[preset]
         self.__dict__.update(d)
         self.preset, self.precision = preset, precision
@@ -298,6 +316,11 @@ class Sizes:
         # model.cu: block L-1 as the last-row tail where asked and its SSD holds a window (tail_fits)
         self.tail = bool(tail) and tail_fits(self)
         self.Lf = d["L"] - self.tail  # the blocks that run in full
+        # bf16 mode: the SSD of a window of <= 64 rows as one chunk (ssd_scan_quad.cu, ssd_scan_quad_backward.cu:
+        # ssmtrade bench --scan-quad, --scan-quad-backward) and the VSN fill's products on the tensor cores
+        # (vsn_forward_fused_tc.cu, --vsn-tc), where asked and the shape takes them
+        self.quad = bool(quad) and self.tc and quad_fits(self)
+        self.vsn_tc = bool(vsn_tc) and self.tc and d["Dv"] in (16, 32)
 
     @property
     def tc(self):
@@ -342,6 +365,21 @@ def vsn_forward_fused(z):
         return Cost(n * F * (6 * Dv * Dv + 21 * Dv), F4 * (n * (P + F + 1) + vsn_weights(z)))
     n = z.R
     return Cost(n * F * (6 * Dv * Dv + 23 * Dv), F4 * (n * (2 * F + Dv) + vsn_weights(z)))
+
+
+def vsn_fill(z):
+    """The VSN forward's fused kernel a step: (name, file, Cost). bf16 mode at
+    Dv 16 and 32 (z.vsn_tc): vsn_fused_tc_kernel (vsn_forward_fused_tc.cu),
+    its two products, 6 Dv^2 a (bar, variable), on the tensor cores (bf16
+    mma.sync; set against the TF32 ceiling, half the bf16 one: a
+    conservative floor); else vsn_fused_kernel, the same count on the CUDA
+    cores."""
+    c = vsn_forward_fused(z)
+    if not z.vsn_tc:
+        return "vsn_fused_kernel", "vsn_forward_fused.cu", c
+    rows = z.nb if z.table else z.R
+    return "vsn_fused_tc_kernel", "vsn_forward_fused_tc.cu", Cost(c.flops, c.bytes, c.design,
+                                                                    rows * z.F * 6 * z.Dv * z.Dv)
 
 
 def vsn_bwd_splits(z):
@@ -909,6 +947,57 @@ def scan_forward(z):
     return Cost(bh * blk, minimum, minimum + F4 * 2 * R * GN * (H // z.G - 1), bh * tcb)
 
 
+# ---- the quad scans (ssd_scan_quad.cu, ssd_scan_quad_backward.cu) ----------------
+#
+# bf16 mode, K <= 64 (K, P, N multiples of 16): the window as one chunk, a
+# block a (window, group), G = C B^T once for the group's heads, every
+# product over the lower 16 x 16 tiles (Kt (Kt + 1) / 2 of them, Kt = K /
+# 16) on the TF32 tensor cores; no state.
+
+
+def quad_fits(z):
+    """ssd_scan_quad.cu scan_quad_takes / st_cuda_ssd_scan_quad_fits (the
+    shared memory assumed to fit)."""
+    return z.K <= 64 and z.K % 16 == 0 and z.P % 16 == 0 and z.N % 16 == 0 and z.H % z.G == 0
+
+
+def quad_tiles(z):
+    """The lower 16 x 16 tiles of a K x K triangle."""
+    kt = z.K // 16
+    return kt * (kt + 1) // 2
+
+
+def scan_quad(z):
+    """ssd_scan_quad.cu scan_quad_kernel. TF32 a block: G's lower tiles 2
+    (256 tiles) N, each head's M X 2 (256 tiles) p. Element-wise a head: the
+    prefix K, M = G o L o dt over the triangle 4 T (T = K (K + 1) / 2), D X
+    2 K p. Bytes: the scan forward's minimum, B and C once a group (its
+    design, none re-read)."""
+    R, H, P, N, GN, hg = z.R, z.H, z.P, z.N, z.G * z.N, z.H // z.G
+    t, T = 256 * quad_tiles(z), z.K * (z.K + 1) // 2
+    tc = 2 * t * N + hg * 2 * t * P
+    blk = tc + hg * (z.K + 4 * T + 2 * z.K * P)
+    return Cost(z.Bsz * z.G * blk, F4 * (R * (2 * H * P + 2 * GN + H) + 2 * H), None, z.Bsz * z.G * tc)
+
+
+def scan_quad_backward(z):
+    """ssd_scan_quad_backward.cu scan_quad_backward_kernel. TF32 a block:
+    G = C B^T 2 (256 tiles) N once, each head's dW = dY X^T and dX = W^T dY
+    2 (256 tiles) p each, dC = dG B and dB = dG^T C 2 (256 tiles) N each.
+    Element-wise a head (~): the prefix K, L and W, Z, dG over the triangle
+    ~10 T, the head's vectors ~10 K, dD 2 K p. Bytes: reads x, dy [R, H p],
+    B, C [R, G N], dt [R, H], A, D; writes dx [R, H p], ddt [R, H], dB, dC
+    [R, G N] (summed over the group's heads in the block: no partials, no
+    reduce_group) and a dA, dD partial a (window, head)."""
+    R, H, P, N, GN, hg = z.R, z.H, z.P, z.N, z.G * z.N, z.H // z.G
+    t, T = 256 * quad_tiles(z), z.K * (z.K + 1) // 2
+    tc = 3 * 2 * t * N + hg * 2 * 2 * t * P
+    blk = tc + hg * (z.K + 10 * T + 10 * z.K + 2 * z.K * P)
+    reads = R * (2 * H * P + 2 * GN + H) + 2 * H
+    writes = R * (H * P + H) + 2 * R * GN + 2 * z.Bsz * H
+    return Cost(z.Bsz * z.G * blk, F4 * (reads + writes), None, z.Bsz * z.G * tc)
+
+
 # ---- the last block's SSD at the last rows (ssd_last_row.cu) ----------------
 #
 # A block of 256 threads a window b, all heads, everything of the window in
@@ -1027,14 +1116,20 @@ def ssd_calls(z):
     lr_reduce once each. A kernel of no call a step is left out."""
     L, out = z.Lf, {}
     bc = "B, C read once per head; states again at nc > 2"
-    if scan_forward_fits(z):
+    if z.quad:
+        out["scan_quad_kernel"] = ("ssd_scan_quad.cu", [scan_quad(z)] * L, "")
+        out["scan_quad_backward_kernel"] = ("ssd_scan_quad_backward.cu", [scan_quad_backward(z)] * L, "")
+        summ = None
+    elif scan_forward_fits(z):
         name = "scan_tc_pair_kernel" if scan_pair(z) else "scan_tc_kernel" if z.tc else "scan_forward_kernel"
         out[name] = ("ssd_scan_tc.cu" if z.tc else "ssd_scan.cu", [scan_forward(z)] * L, "B, C read once per head")
         summ = []
     else:
         out["chunk_forward_kernel"] = ("ssd.cu", [chunk_forward(z)] * L, bc)
         summ = [chunk_summary(z, False)] * L
-    if scan_backward_fits(z):
+    if summ is None:
+        pass  # the quad backward: dB, dC summed in the block, no reduce_group
+    elif scan_backward_fits(z):
         out["scan_backward_kernel"] = ("ssd_scan_backward.cu", [scan_backward(z)] * L,
                                        "B, C read once per head; the forward walk stages x, B again")
     else:
@@ -1042,7 +1137,8 @@ def ssd_calls(z):
         summ += [chunk_summary(z, True)] * L
     if summ:
         out["chunk_summary_kernel"] = ("ssd.cu", summ, "B, C read once per head")
-    out["reduce_group_kernel"] = ("ssd.cu", [reduce_group(z)] * L, "")
+    if summ is not None:
+        out["reduce_group_kernel"] = ("ssd.cu", [reduce_group(z)] * L, "")
     out = {k: v for k, v in out.items() if v[1]}
     if z.tail:
         out["lr_forward_kernel"] = ("ssd_last_row.cu", [lr_forward(z)], "")
@@ -1065,15 +1161,16 @@ def step_calls(z):
     m2_add_rows_kernel; conv runs over every row in every block."""
     L, n = z.L, z.Bsz
     out = ssd_calls(z)
+    fill = vsn_fill(z)
     if z.table:
-        out["vsn_fused_kernel"] = ("vsn_forward_fused.cu", [vsn_forward_fused(z)], "weights per block from L2")
+        out[fill[0]] = (fill[1], [fill[2]], "weights per block from L2")
         if combine_kernel(z) == "tt_combine_kernel":
             out["tt_combine_kernel"] = ("vsn_train_table.cu", [tt_combine(z)], "")
         else:
             out["table_combine4_kernel"] = ("vsn_forward_fused.cu", [table_combine(z)], "a table row once a window row")
         out["tt_grad_kernel"] = ("vsn_train_table.cu", [tt_grad(z)], "a row's dv once a variable, from cache")
     else:
-        out["vsn_fused_kernel"] = ("vsn_forward_fused.cu", [vsn_forward_fused(z)], "")
+        out[fill[0]] = (fill[1], [fill[2]], "")
     if z.tail:
         out["m2_add_rows_kernel"] = ("mamba2.cu", [add_rows(z)], "")
     out.update({
@@ -1233,7 +1330,7 @@ def tail_check(prof, z):
     """A sentence where the profile's path and --tail disagree (None where
     they agree): the lr_* kernels ran, or did not, against the model's."""
     lr = kernel_calls(prof, "lr_backward_kernel") + kernel_calls(prof, "lr_forward_kernel")
-    full = sum(kernel_calls(prof, m) for m in STEP_MARKERS[:2])
+    full = sum(kernel_calls(prof, m) for m in FULL_MARKERS)
     if lr and not z.tail:
         return (f"the profile has the last-row tail's kernels ({lr} lr_forward / lr_backward calls) but the model "
                 f"counts the full last block (--tail 0{'' if tail_fits(z) else ': the tail does not fit here'}): "
@@ -1246,6 +1343,20 @@ def tail_check(prof, z):
 
 # ---- ceilings ------------------------------------------------------------------
 
+
+def quad_check(prof, z):
+    """A sentence where the profile's SSD kernels and --quad disagree (None
+    where they agree): the quad backward ran and the model counts the scan
+    backward, or the other way round."""
+    quad = kernel_calls(prof, "scan_quad_backward_kernel")
+    old = kernel_calls(prof, "scan_backward_kernel") + kernel_calls(prof, "reduce_group_kernel")
+    if quad and not z.quad:
+        return ("the profile has the quad SSD backward (scan_quad_backward_kernel) but the model counts the scan "
+                "backward (--quad 0, or a shape or precision it does not take): give --quad 1")
+    if z.quad and not quad and old:
+        return ("the profile has scan_backward / reduce_group but the model counts the quad SSD scans (--quad 1): "
+                "a run with --scan-quad 0 --scan-quad-backward 0, or an older build? give --quad 0")
+    return None
 
 class Ceilings:
     """copy GB/s; fp32 (sgemm, the CUDA cores) TFLOP/s; gemm: the cuBLAS
@@ -1401,9 +1512,9 @@ def build_rows(prof, z, steps):
         if gemm[0] < steps * len(cub):
             notes.append(f"cuBLAS: {gemm[0]} kernels in {steps} steps, fewer than the {len(cub)} products a step: "
                          f"the capture (or the summary's rows) misses some, so its rates are too high")
-    mismatch = tail_check(prof, z)
-    if mismatch:
-        notes.insert(0, "WARNING: " + mismatch)
+    for mismatch in (tail_check(prof, z), quad_check(prof, z)):
+        if mismatch:
+            notes.insert(0, "WARNING: " + mismatch)
     missing = sorted(k for k in model if k not in seen)
     if missing:
         notes.append("modelled, not in the profile (or below a summary's rows): " + ", ".join(missing))
@@ -1562,9 +1673,12 @@ class Args:
 
 
 def selftest():
-    z = Sizes("default", 2048)  # bf16, the default 70,000 bars, the tail on
-    z0 = Sizes("default", 2048, tail=0)  # the full last block (ssmtrade bench --last-row-tail 0)
+    # the 2026-12-02 build (the sample profiles'): bf16, the default 70,000 bars, the tail on, no quad scans
+    z = Sizes("default", 2048, quad=0, vsn_tc=0)
+    z0 = Sizes("default", 2048, tail=0, quad=0, vsn_tc=0)  # the full last block (--last-row-tail 0)
     zf = Sizes("default", 2048, "fp32")
+    zq = Sizes("default", 2048)  # the 2026-12-03 build: the quad scans and the VSN fill on the tensor cores
+    qf, qb = scan_quad(zq), scan_quad_backward(zq)
     sb, sp, sf = scan_backward(z), scan_forward(z), scan_forward(zf)
     lf, lb, lrr = lr_forward(z), lr_backward(z), lr_reduce(z)
     checks = [
@@ -1657,6 +1771,22 @@ def selftest():
           "m2_add_rows_kernel" in step_calls(z0)), (True, True, 2, 1, False)),
         # a chunk of L = 2, P = N = 1 (c = 0): a 2, M 3 x 5 + 1 segment add, Y 2 x 3, D X 4
         ("chunk_forward one small chunk", forward_chunk_flops(Tiny(), 2, 0), 28),
+        # quad forward a block: TF32 2 x 2,560 x 64 + 8 x 2 x 2,560 x 32 = 1,638,400; + 8 (64 + 4 x 2,080 +
+        # 4,096) = 1,738,240, x 2,048 blocks
+        ("scan_quad FLOPs, TF32 FLOPs, bytes (the scan forward's minimum)", (qf.flops, qf.tc, qf.bytes),
+         (3_559_915_520, 3_355_443_200, 339_738_688)),
+        # quad backward a block: TF32 3 x 2 x 2,560 x 64 + 8 x 4 x 2,560 x 32 = 3,604,480; + 8 (64 + 10 x 2,080 +
+        # 10 x 64 + 4,096) = 3,809,280 (notes-scan-quad-backward.md: 7.4 GFLOP, 545 MB a call);
+        # bytes 4 R (648 + 264 + 128) + 4 (16 + 2 Bsz H)
+        ("scan_quad_backward FLOPs, TF32 FLOPs, bytes", (qb.flops, qb.tc, qb.bytes),
+         (7_801_405_440, 7_381_975_040, 545_390_656)),
+        ("the 2026-12-03 build's SSD and VSN fill kernels: bf16 with the tail; fp32; --quad 0",
+         (sorted(ssd_calls(zq)), vsn_fill(zq)[0], vsn_fill(zf)[0], sorted(ssd_calls(Sizes("default", 2048, quad=0)))),
+         (["lr_backward_kernel", "lr_forward_kernel", "lr_reduce_kernel", "scan_quad_backward_kernel",
+           "scan_quad_kernel"], "vsn_fused_tc_kernel", "vsn_fused_kernel",
+          ["lr_backward_kernel", "lr_forward_kernel", "lr_reduce_kernel", "reduce_group_kernel",
+           "scan_backward_kernel", "scan_tc_pair_kernel"])),
+        ("the VSN fill's tensor-core FLOPs (70,000 bars x 40 x 6 x 32^2)", vsn_fill(zq)[2].tc, 17_203_200_000),
     ]
     ceil = Ceilings(Args())
     rb = Row("scan_backward_kernel", 1, 2.73, sb.flops, sb.bytes, sb.tc, "tf32")
@@ -1691,7 +1821,8 @@ def selftest():
          (True, True, True)),
     ]
     # synthetic profiles of 2 whole steps: each kernel's calls a step recovered, the tail on and off
-    for name, zz in (("tail on", z), ("tail off", z0), ("tiny, tail on (L = 1)", Sizes("tiny", 64)),
+    for name, zz in (("tail on", z), ("tail off", z0), ("quad, tail on", zq),
+                     ("quad, tail off", Sizes("default", 2048, tail=0)), ("tiny, tail on (L = 1)", Sizes("tiny", 64)),
                      ("fp32, tail on", zf), ("large, tail on", Sizes("large", 64))):
         syn = synthetic_profile(zz, 2)
         steps, note = infer_steps(syn, zz)
@@ -1706,6 +1837,11 @@ def selftest():
          (infer_steps(on, z0)[0], tail_check(on, z0) is not None), (1, True)),
         ("a tail-off profile read with --tail 1: 4 steps and a warning",
          (infer_steps(off, z)[0], tail_check(off, z) is not None), (4, True)),
+        ("an old build's profile read with --quad 1, a quad one with --quad 0: warnings; none when they agree",
+         (quad_check(on, zq) is not None, quad_check(synthetic_profile(zq, 2), z) is not None,
+          quad_check(on, z), quad_check(synthetic_profile(zq, 2), zq)), (True, True, None, None)),
+        ("the quad build's step marker", infer_steps(synthetic_profile(zq, 2), zq)[1],
+         "2 steps, from scan_quad_backward_kernel: 2 calls, 1 a step (L - 1: the last block runs the last-row tail)"),
         ("the step's marker: scan_backward with the tail, lr_backward at L = 1",
          (infer_steps(on, z)[1], infer_steps(synthetic_profile(Sizes("tiny", 64), 2), Sizes("tiny", 64))[1]),
          ("2 steps, from scan_backward_kernel: 2 calls, 1 a step (L - 1: the last block runs the last-row tail)",
@@ -1756,6 +1892,11 @@ def main():
     ap.add_argument("--tail", type=int, default=1, choices=(0, 1),
                     help="the last block's last-row tail: 1 (default, the build's) or 0 (a profile of "
                          "`ssmtrade bench --last-row-tail 0`, the full last block)")
+    ap.add_argument("--quad", type=int, default=1, choices=(0, 1),
+                    help="bf16: the quad SSD scans as the build ran them (ssmtrade bench --scan-quad, "
+                         "--scan-quad-backward; default 1)")
+    ap.add_argument("--vsn-tc", type=int, default=1, choices=(0, 1),
+                    help="bf16: the VSN fill on the tensor cores as the build ran it (--vsn-tc; default 1)")
     ap.add_argument("--steps", type=int, help="training steps in the capture (default: inferred)")
     ap.add_argument("--top", type=int, default=0, help="kernel rows to show (default all)")
     ap.add_argument("--selftest", action="store_true")
@@ -1773,7 +1914,8 @@ def main():
     except (OSError, ValueError) as e:
         print(f"kernel_roofline.py: {path}: {e}", file=sys.stderr)
         return 2
-    z = Sizes(args.preset, args.windows, args.precision, args.bars, args.market_bars, args.tail)
+    z = Sizes(args.preset, args.windows, args.precision, args.bars, args.market_bars, args.tail, args.quad,
+              args.vsn_tc)
     steps, note = (args.steps, f"{args.steps} steps (--steps)") if args.steps else infer_steps(prof, z)
     print(render(prof, z, steps, note, args, ceil))
     return 0

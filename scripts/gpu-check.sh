@@ -189,9 +189,12 @@ if has profile; then
       win=$(echo "$what" | sed -n 's/.*--windows \([0-9]*\).*/\1/p')
       # the last-row tail as the run had it (a PROFILE_WHAT with --last-row-tail 0: the full last block)
       tail=$(echo "$what" | sed -n 's/.*--last-row-tail \([01]\).*/\1/p')
+      # and the quad scans and the VSN fill's tensor cores (bf16) as it had them
+      quad=$(echo "$what" | sed -n 's/.*--scan-quad \([01]\).*/\1/p')
+      vtc=$(echo "$what" | sed -n 's/.*--vsn-tc \([01]\).*/\1/p')
       # shellcheck disable=SC2086
       python3 bench/kernel_roofline.py "$OUT/ncu.csv" --precision ${PROFILE_PRECISION:-fp32} --windows "${win:-2048}" \
-        --tail "${tail:-1}" $ceil | tee -a "$OUT/profile.txt"
+        --tail "${tail:-1}" --quad "${quad:-1}" --vsn-tc "${vtc:-1}" $ceil | tee -a "$OUT/profile.txt"
     fi
   done
   rm -f "$OUT/ncu.csv" "$OUT/ncu.err"

@@ -22,7 +22,8 @@ python3 bench/kernel_roofline.py --selftest >"$tmp/roof" 2>&1 && ok || { bad "ke
 # the lr_* rows' FLOP and bytes a call are the hand counts of the self-test (192 M / 380 MB, 90.2 M /
 # 175 MB, 32.8 k / 131 kB); the RMSNorms 2 a step, one over R rows and one over the 2,048 last rows
 D=tests/cli/data
-roof() { python3 bench/kernel_roofline.py "$@" --precision bf16 --windows 2048 2>&1; }
+# (the profiles here are of builds before the quad SSD scans and the VSN fill's tensor cores: --quad 0 --vsn-tc 0)
+roof() { python3 bench/kernel_roofline.py "$@" --precision bf16 --windows 2048 --quad 0 --vsn-tc 0 2>&1; }
 has() { grep -qE "$2" "$1" && ok || bad "kernel_roofline.py $3"; }
 roof $D/ncu_train_tail_2steps.csv >"$tmp/tail"
 has "$tmp/tail" '; 2 steps, from scan_backward_kernel: 2 calls, 1 a step \(L - 1' "--tail 1: 2 steps from 2 scan_backward calls"
@@ -34,6 +35,9 @@ has "$tmp/tail" '^\| rms_backward_regs_kernel \| 2 \| 0\.364 \| 358 M \|' "--tai
 has "$tmp/tail" '^\| ln_forward_kernel \| 3 \| 0\.150 \| 90\.5 M \| 113 MB \|' "--tail 1: ln_forward, the tail's without the copy"
 grep -qE 'a step expected|WARNING' "$tmp/tail" && bad "kernel_roofline.py --tail 1: a count or tail warning" || ok
 # the same capture read as the old path: 1 step, and the warning that says why
+python3 bench/kernel_roofline.py $D/ncu_train_tail_2steps.csv --precision bf16 --windows 2048 >"$tmp/quad1" 2>&1
+has "$tmp/quad1" 'WARNING: the profile has scan_backward / reduce_group but the model counts the quad SSD scans' \
+  "--quad 1 on an older build's profile: the warning"
 roof $D/ncu_train_tail_2steps.csv --tail 0 >"$tmp/tail0"
 has "$tmp/tail0" '; 1 steps, from scan_backward_kernel: 2 calls, 2 a step;' "--tail 0: the old reading"
 has "$tmp/tail0" "WARNING: the profile has the last-row tail's kernels" "--tail 0: the warning"

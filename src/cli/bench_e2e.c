@@ -19,9 +19,10 @@
 
 int st_bench_e2e(const st_bench_opts *o, cJSON *out) {
     cJSON *arr = cJSON_AddArrayToObject(out, "e2e");
-    printf("\n== e2e: full PPO updates (st_cuda_trainer_update), T=%d, %d epochs, minibatches of %d windows;\n"
+    printf("\n== e2e: full PPO updates (st_cuda_trainer_update), T=%d, %d epochs, minibatches of %d windows\n"
+           "   (segments of %d steps of one environment);\n"
            "   one warm-up update, then the median of %d timed updates (wall clock, device synchronised)\n",
-           o->e2e_rollout, o->e2e_epochs, o->e2e_minibatch, o->e2e_updates);
+           o->e2e_rollout, o->e2e_epochs, o->e2e_minibatch, o->segment, o->e2e_updates);
     printf("  %7s %5s %11s %13s %9s %9s\n", "envs", "prec", "update s", "env steps/s", "used GiB", "loss");
     fflush(stdout);
     int failed = 0;
@@ -47,12 +48,14 @@ int st_bench_e2e(const st_bench_opts *o, cJSON *out) {
                 cfg.dims.T = o->e2e_rollout;
                 cfg.epochs = o->e2e_epochs;
                 cfg.minibatches = M;
+                cfg.segment = o->segment;
                 cfg.updates = 1 + o->e2e_updates + 100; /* the schedule's horizon: no decay to zero here */
                 cfg.seed = (long long)o->seed;
                 /* the trainer sets the matrix-product precision of its graphs from its config */
                 r = st_train_config_set(&cfg, "precision", st_bench_precision_name(p));
                 cJSON_AddNumberToObject(row, "minibatches", M);
                 cJSON_AddNumberToObject(row, "minibatch", o->e2e_minibatch);
+                cJSON_AddNumberToObject(row, "segment", o->segment);
             }
             st_cuda_trainer t;
             memset(&t, 0, sizeof t);

@@ -82,6 +82,13 @@ void st_bench_add_times(cJSON *row, const st_bench_times *t);
 void st_bench_fill_normal(float *x, size_t n, double scale, uint64_t seed, uint32_t salt);
 /* (instrument, bar) pairs uniform over the training split of m. */
 void st_bench_draw_pairs(const st_market *m, int n, uint64_t seed, uint32_t salt, int *inst, int *bar);
+/* n (instrument, bar) pairs as a PPO minibatch of segments of S steps
+ * (--segment): each segment one environment's S consecutive bars from a
+ * uniform start, at a uniform phase of its H-bar episode, restarting at a
+ * new uniform start where the episode or the split ends (the trainer's
+ * auto-reset). S <= 1: st_bench_draw_pairs. */
+void st_bench_draw_segments(const st_market *m, int n, int S, int H, uint64_t seed, uint32_t salt, int *inst,
+                            int *bar);
 void st_bench_draw_actions(int n, int A, uint64_t seed, uint32_t salt, int *a);
 size_t st_bench_features_bytes(const st_market *m); /* the market's feature tables on the device */
 

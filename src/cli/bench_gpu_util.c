@@ -206,6 +206,29 @@ void st_bench_draw_pairs(const st_market *m, int n, uint64_t seed, uint32_t salt
     }
 }
 
+void st_bench_draw_segments(const st_market *m, int n, int S, int H, uint64_t seed, uint32_t salt, int *inst,
+                            int *bar) {
+    if (S <= 1) {
+        st_bench_draw_pairs(m, n, seed, salt, inst, bar);
+        return;
+    }
+    st_rng r = st_rng_make(seed, ST_STREAM_TEST);
+    r.index = (uint64_t)salt << 40;
+    for (int b0 = 0; b0 < n; b0 += S) {
+        int i = 0, at = 0, lo = 0, hi = 0, phase = (int)st_rng_below(&r, (uint32_t)H);
+        for (int u = 0; u < S && b0 + u < n; u++, at++, phase++) {
+            if (u == 0 || phase >= H || at >= hi) { /* the environment's (next) episode starts */
+                i = (int)st_rng_below(&r, (uint32_t)m->n_inst);
+                lo = m->inst[i].split_begin[ST_SPLIT_TRAIN], hi = m->inst[i].split_end[ST_SPLIT_TRAIN];
+                at = lo + (int)st_rng_below(&r, (uint32_t)(hi - lo));
+                if (u > 0) phase = 0;
+            }
+            inst[b0 + u] = i;
+            bar[b0 + u] = at;
+        }
+    }
+}
+
 void st_bench_draw_actions(int n, int A, uint64_t seed, uint32_t salt, int *a) {
     st_rng r = st_rng_make(seed, ST_STREAM_TEST);
     r.index = (uint64_t)salt << 40;

@@ -113,7 +113,7 @@ static int train_setup(train_bench *t, const st_bench_opts *o, const st_param_ta
         uint32_t salt = 100 + 10 * (uint32_t)k;
         int *inst = hi, *bar = hi + n, *act = hi + 2 * n;
         float *ctx = hf, *olp = hf + (size_t)n * C, *adv = olp + n, *ov = adv + n, *ret = ov + n;
-        st_bench_draw_pairs(o->market, n, o->seed, salt, inst, bar);
+        st_bench_draw_segments(o->market, n, o->segment, o->episode_length, o->seed, salt, inst, bar);
         st_bench_draw_actions(n, A, o->seed, salt + 1, act);
         st_bench_fill_normal(ctx, (size_t)n * C, 0.5, o->seed, salt + 2);
         st_bench_fill_normal(olp, (size_t)n, 0.1, o->seed, salt + 3);
@@ -175,8 +175,9 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
     cJSON *arr = cJSON_AddArrayToObject(out, "train");
     const st_dims *d = &o->d;
     printf("\n== train: window build + forward + PPO loss + zero grads + backward + grad norm + clip + AdamW;\n"
-           "   one CUDA graph per input set (%d sets, rotated), median of %d replays after %d warm-up\n",
-           o->sets, o->repeats, o->warmup);
+           "   one CUDA graph per input set (%d sets, rotated), median of %d replays after %d warm-up;\n"
+           "   the windows a minibatch of segments of %d steps of one environment (--segment)\n",
+           o->sets, o->repeats, o->warmup, o->segment);
     printf("  %7s %5s %9s %9s %9s %11s %8s %9s %9s %9s\n", "windows", "prec", "median ms", "p10 ms", "p90 ms",
            "windows/s", "TFLOP/s", "GB/s est", "held GiB", "used GiB");
     fflush(stdout);
@@ -219,6 +220,7 @@ int st_bench_train(const st_bench_opts *o, cJSON *out) {
             cJSON *row = st_bench_row(arr, "windows", n, p);
             cJSON_AddNumberToObject(row, "sets", o->sets);
             cJSON_AddNumberToObject(row, "train_table", t.bar_rows != NULL);
+            cJSON_AddNumberToObject(row, "segment", o->segment);
             char what[64];
             snprintf(what, sizeof what, "train %d windows %s", n, st_bench_precision_name(p));
             if (r != ST_OK) {

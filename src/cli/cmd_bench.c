@@ -57,6 +57,8 @@ static const st_flag flags[] = {
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
     {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
                       "tensor cores (1, default) or as fp32 FMAs (0)"},
+    {"segment", "S", "train, e2e: each minibatch as segments of S consecutive rollout steps of one environment "
+                     "(the trainer's --segment; default: its default); train draws its windows so"},
     {"json", "FILE", "write every number with its configuration to FILE"},
     {"config", "FILE", "JSON file of flag values (flags win)"},
 };
@@ -167,6 +169,12 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
                o->scan_quad);
     ST_TRY(st_args_int(a, "vsn-tc", 1, &o->vsn_tc));
     ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
+    st_train_config tc; /* the trainer's defaults: the minibatch's segments and the episode length */
+    ST_TRY(st_train_config_default(&tc, "default"));
+    int seg_def = tc.segment;
+    o->episode_length = tc.episode_length;
+    st_train_config_free(&tc);
+    ST_TRY(positive(a, "segment", seg_def, 1, 1 << 20, &o->segment));
     long long seed;
     ST_TRY(st_args_i64(a, "seed", 1, &seed));
     o->seed = (uint64_t)seed;
@@ -216,6 +224,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "last_row_tail", o->last_row_tail);
     cJSON_AddNumberToObject(root, "scan_quad_backward", o->scan_quad_backward);
     cJSON_AddNumberToObject(root, "scan_quad", o->scan_quad);
+    cJSON_AddNumberToObject(root, "segment", o->segment);
     cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */

@@ -198,6 +198,7 @@ int st_train_config_validate(const st_train_config *c) {
     if (c->stop_after < 0) st_problem_add(&p, "--stop-after %d must be >= 0 (0: run to the end)", c->stop_after);
     if (c->epochs <= 0) st_problem_add(&p, "--epochs %d must be positive", c->epochs);
     if (c->minibatches <= 0) st_problem_add(&p, "--minibatches %d must be positive", c->minibatches);
+    if (c->segment <= 0) st_problem_add(&p, "--segment %d must be positive", c->segment);
     long long n = (long long)d->T * d->B;
     if (dims_ok && n > INT_MAX) {
         st_problem_add(&p, "--rollout %d x --batch %d = %lld samples per update is more than %d", d->T, d->B, n, INT_MAX);
@@ -206,6 +207,12 @@ int st_train_config_validate(const st_train_config *c) {
             st_problem_add(&p, "rollout T*B = %d*%d = %lld samples do not split into %d equal minibatches (--minibatches)",
                     d->T, d->B, n, c->minibatches);
         } else {
+            /* A minibatch holds whole segments: S steps of one environment (st_trainer_permutation). */
+            if (c->segment > 0 && (d->T % c->segment != 0 || (n / c->minibatches) % c->segment != 0))
+                st_problem_add(&p,
+                        "--segment %d: segments of S steps of one environment need T = %d and the minibatch's "
+                        "T*B/M = %lld samples to divide by S",
+                        c->segment, d->T, n / c->minibatches);
             /* The model counts its rows (windows x K) in an int. */
             long long mw = d->B > n / c->minibatches ? d->B : n / c->minibatches, rows = mw * d->K;
             if (rows > INT_MAX)

@@ -17,6 +17,9 @@
     X(INT, stop_after, "stop-after", 0, "stop after this many updates of this invocation (0: run to the end)") \
     X(INT, epochs, "epochs", 2, "PPO epochs per update (E)")                                                   \
     X(INT, minibatches, "minibatches", 4, "minibatches per epoch (M); T*B must divide by M")                   \
+    X(INT, segment, "segment", 1,                                                                              \
+      "rollout steps of one environment kept together in a minibatch (1: samples shuffled one by one; T: whole "  \
+      "environments); T and T*B/M must divide by it")                                                          \
     X(DBL, lr, "lr", 5e-4, "peak learning rate")                                                               \
     X(DBL, lr_min_frac, "lr-min-frac", 0.1, "final learning rate as a fraction of the peak")                   \
     X(INT, warmup, "warmup", 3, "linear warm-up updates")                                                      \

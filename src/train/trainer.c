@@ -227,17 +227,26 @@ static int rollout(st_trainer *t, st_update_stats *s) {
     return ST_OK;
 }
 
-/* Fisher-Yates over 0..N-1 from a counter-based stream. */
+/* Fisher-Yates over the N / S segments from a counter-based stream, each
+ * then spread in place into its S samples: segment q = tb B + e is steps
+ * tb S .. tb S + S - 1 of environment e (samples t B + e, in time order).
+ * Written back to front, segment i's S places (from i S >= i) never cover
+ * a segment not yet read. S = 1 is the plain permutation of the samples. */
 void st_trainer_permutation(st_trainer *t, int epoch) {
-    int N = t->N;
+    int N = t->N, S = t->cfg.segment > 0 ? t->cfg.segment : 1, B = t->cfg.dims.B, NS = N / S;
     uint64_t base = ((uint64_t)t->update * (uint64_t)t->cfg.epochs + (uint64_t)epoch) * (uint64_t)N;
-    for (int i = 0; i < N; i++) t->perm[i] = i;
-    for (int i = N - 1; i > 0; i--) {
+    for (int i = 0; i < NS; i++) t->perm[i] = i;
+    for (int i = NS - 1; i > 0; i--) {
         st_philox4 r = st_philox_draw((uint64_t)t->cfg.seed, ST_STREAM_MINIBATCH, base + (uint64_t)i);
         int j = (int)(((uint64_t)r.v[0] * (uint64_t)(i + 1)) >> 32);
         int tmp = t->perm[i];
         t->perm[i] = t->perm[j];
         t->perm[j] = tmp;
+    }
+    if (S == 1) return;
+    for (int i = NS - 1; i >= 0; i--) {
+        int q = t->perm[i], tb = q / B, e = q % B;
+        for (int u = S - 1; u >= 0; u--) t->perm[(size_t)i * S + u] = (tb * S + u) * B + e;
     }
 }
 

@@ -95,8 +95,11 @@ void st_trainer_free(st_trainer *t);
 int st_trainer_update(st_trainer *t, st_update_stats *s);
 
 /* Epoch e's minibatch permutation of the rollout into t->perm:
- * Fisher-Yates with Philox(seed, MINIBATCH, (u*E + e)*N + i). Shared by the
- * CPU and GPU trainers so both visit the same minibatches. */
+ * Fisher-Yates with Philox(seed, MINIBATCH, (u*E + e)*N + i) over the
+ * rollout's segments (cfg.segment = S consecutive steps of one
+ * environment; S = 1: the samples themselves), each segment's samples
+ * then in time order. Shared by the CPU and GPU trainers so both visit the
+ * same minibatches. */
 void st_trainer_permutation(st_trainer *t, int epoch);
 /* 1 - Var(ret - value) / Var(ret) (0 when Var(ret) is 0). */
 double st_explained_variance(const float *value, const float *ret, int n);

@@ -71,6 +71,9 @@ expect "train --rollout -4" "--rollout -4: a size must be a whole number from 1 
 expect "train --features 37" \
     "training needs F = 40 snapshot and C = 16 context features (--features 37, --context 16)" $T --features 37
 expect "train --minibatches 0" "--minibatches 0 must be positive" $T --minibatches 0
+expect "train --segment 3" \
+    "--segment 3: segments of S steps of one environment need T = 8 and the minibatch's T*B/M = 32 samples to divide by S" \
+    $T --segment 3
 expect "train --epochs 0" "--epochs 0 must be positive" $T --epochs 0
 expect "train --updates 0" "--updates 0 must be positive" $T --updates 0
 expect "train --gpus 0" "--gpus 0: expected 1 to 1024" $T --gpus 0

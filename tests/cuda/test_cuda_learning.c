@@ -4,7 +4,9 @@
  * T=64, K=64) on the built-in synthetic market for a fixed budget of
  * updates, then the checks of tests/train/learning_check.h run on the
  * held-out test split with the model on the GPU (train/evaluate_cuda.h).
- * SSMTRADE_GPU_LEARN_UPDATES overrides the budget (information runs only).
+ * SSMTRADE_GPU_LEARN_UPDATES overrides the budget, SSMTRADE_GPU_LEARN_CONFIG
+ * (a JSON object of train flags, e.g. {"segment": 16, "seed": 2}) the config
+ * (information runs only: scripts/gpu-learn.sh compares settings with it).
  * Skips (77) without a GPU. */
 #include <math.h>
 #include <stdlib.h>
@@ -44,6 +46,11 @@ int main(void) {
     st_train_config c;
     st_train_config_default(&c, "default");
     c.updates = updates;
+    const char *json = getenv("SSMTRADE_GPU_LEARN_CONFIG");
+    if (json) {
+        CHECK(st_train_config_apply_json(&c, json, "SSMTRADE_GPU_LEARN_CONFIG") == ST_OK, "%s", st_last_error());
+        printf("config: %s\n", json);
+    }
     st_market m;
     st_data_opts o = st_data_opts_default(c.dims.K);
     CHECK(st_market_synthetic((uint64_t)c.market_seed, c.instruments, c.bars, &o, &m) == ST_OK, "market");

@@ -96,9 +96,13 @@ static void stats_vec(const st_update_stats *s, double *v) {
 
 static float *host_floats(size_t n) { return calloc(n + 1, sizeof(float)); }
 
-static void parity_one_update(const st_market *m) {
-    printf("1. one update, CPU vs GPU\n");
+/* whole_envs: the minibatches as whole environments (segments of T steps,
+ * so that the training bar table sees the most repeated bars), else the
+ * default's samples one by one */
+static void parity_one_update(const st_market *m, int whole_envs) {
     st_train_config c = small_config();
+    if (whole_envs) c.segment = c.dims.T;
+    printf("%s one update, CPU vs GPU, minibatches of segments of %d steps\n", whole_envs ? "8." : "1.", c.segment);
     st_trainer cpu;
     st_cuda_trainer gpu;
     int rc = st_trainer_init(&cpu, &c, m);
@@ -532,8 +536,8 @@ int main(void) {
     o.use_cache = 0;
     CHECK(st_market_synthetic(3, 2, 1500, &o, &m) == ST_OK, "market: %s", st_last_error());
     clock_t c0 = clock();
-    /* cases 0-6 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
-    if (test_part(0)) parity_one_update(&m);
+    /* cases 0-7 (SSMTRADE_TEST_PART, tests/test.h); quick: the sanitizer runs */
+    if (test_part(0)) parity_one_update(&m, 0);
     if (test_part(1)) determinism(&m);
     if (test_part(2)) resume(&m);
     if (test_part(3)) tracer(&m, -1);
@@ -542,6 +546,7 @@ int main(void) {
 #ifdef ST_HAVE_CUDA
     if (test_part(6)) train_table(&m);
 #endif
+    if (test_part(7)) parity_one_update(&m, 1);
     if (!test_quick() && test_part(0)) bf16_update(&m); /* the fp32 path covers the same kernels */
     st_market_free(&m);
     if (!test_quick() && test_part(1)) learning_run();

@@ -3,10 +3,12 @@ src/model/ssd_scan_quad_backward.cu's index logic, for checking it without a
 GPU: the shared-memory layout as one flat float array (poisoned with NaN, so
 that a read of a region not yet written shows in the outputs), the (X, dY)
 double buffer, the warps' tile deals and k-ranges (the lower tiles of G and
-dW, dX from the last row block, dC and dB), the row/col-major view each
-WMMA load takes, the elementwise pass's lane mapping and halving row sums,
-the head vectors' lane pairs and suffix scan, the epilogue's overlays; on
-strided x, dy, B, C, dt views, H = 4 heads in G = 2 groups, P = 16, N = 32.
+dW, dX from the last row block, dC and dB; each product as quad_mma's two
+chains of k-steps, even and odd), the row/col-major view each WMMA load
+takes, the elementwise pass's lane mapping and halving row sums, the head
+vectors' lane pairs, suffix scan and dA's prefix form, the epilogue's
+overlays; on strided x, dy, B, C, dt views, H = 4 heads in G = 2 groups,
+P = 16, N = 32.
 A transcription of the kernel code: keep it in step by hand.
   python3 bench/emu_scan_quad_backward.py [K]         every output against
                                         central differences of the
@@ -83,14 +85,15 @@ def run(rt, rf):
         h0 = g * hg
         sm = [float('nan')] * total
 
-        def mma(acc, a, lda, arow, bb, ldb, brow, kn):  # acc += A B, ssd_tc::mma's views
+        def mma(acc, a, lda, arow, bb, ldb, brow, kn):  # acc = A B, quad_mma: ssd_tc::mma's views, two chains
+            assert kn % 16 == 0
             for i in range(16):
                 for j in range(16):
-                    s = acc[i][j]
+                    chain = [0.0, 0.0]  # the even k-steps of 8, the odd
                     for k in range(kn):
-                        s += rt(sm[a + (i * lda + k if arow else i + k * lda)]) * \
+                        chain[(k // 8) % 2] += rt(sm[a + (i * lda + k if arow else i + k * lda)]) * \
                             rt(sm[bb + (k * ldb + j if brow else k + j * ldb)])
-                    acc[i][j] = rf(s)
+                    acc[i][j] = rf(rf(chain[0]) + rf(chain[1]))
 
         def store(out, ld, acc):
             for i in range(16):
@@ -222,7 +225,8 @@ def run(rt, rf):
                 da[2 * ln], da[2 * ln + 1] = pair[ln] + after, dc[2 * ln + 1] + after
             for s in range(K):
                 ddt[(b * K + s) * H + h] = rf(dd[s] + A[h] * da[s])
-            partA[b * H + h] = rf(sum(dtv[s] * da[s] for s in range(64)))
+            T = [sum(dtv[:s + 1]) for s in range(64)]  # dA's partial the other way round: sum_t dcum[t] T[t]
+            partA[b * H + h] = rf(sum(dc[s] * T[s] for s in range(64)))
             partD[b * H + h] = rf(sum(sm[odpart + 2 * w] for w in range(WARPS)))
 
         # epilogue

@@ -1,7 +1,8 @@
 /* ssd_scan_quad_backward.cu: the SSD backward (ssd.cu's math) with the
  * whole window as one chunk, in the quadratic (attention-like) form, a
  * block a (window b, group g) that runs the group's heads in order, its
- * products on the tensor cores (TF32 WMMA, cuda/ssd_chunk_tc.cuh's mma).
+ * products on the tensor cores (TF32 WMMA: quad_mma, cuda/ssd_chunk_tc.cuh's
+ * mma with two accumulator chains, bench/notes-quadbwd.md).
  * A window of K <= 64 rows has no state to carry: no chunk walk, no state
  * gradients, and dB, dC, summed over the group's heads inside the block,
  * are written straight to dB, dC (no per-head partials, no reduce_group).
@@ -13,7 +14,8 @@
  *     dG += dW o L o dt_s  (over the heads, in order; dC = dG B, dB = dG^T C)
  *     dd[s] = sum_t Z[t,s] / dt_s = sum_t dW o G o L   (ddt's direct part)
  *     da[s] = sum_{t>=s} (rowsum_t Z - dt_t dd[t])     (cum's gradient summed)
- *     ddt[s] = dd[s] + A da[s],  dA part = sum_s dt_s da[s],  dD part = sum dY o X
+ *     ddt[s] = dd[s] + A da[s],  dD part = sum dY o X,
+ *     dA part = sum_s dt_s da[s] = sum_t (rowsum_t Z - dt_t dd[t]) sum_{s<=t} dt_s
  * which is ssd.c's chunk backward at one chunk: its da_i = sum over
  * (t, s) with s < i <= t of R[t,s], R = Z below the diagonal, is the
  * column sums minus the row sums of Z, summed from the bottom.
@@ -134,12 +136,85 @@ __device__ static inline void quad_stage_head(const ssd_dev_args &a, const quad_
     __pipeline_commit();
 }
 
-/* rows x cols of src (row stride ls) to global dst (row stride ld), a
- * warp a row, lanes along it. */
+/* rows (<= QUAD_MAX_K) x cols of src (row stride ls) to global dst (row
+ * stride ld), a warp its rows warp + 8 i, lanes along them: for each slice
+ * of 32 columns the thread's QUAD_ROWS loads first, then its stores (all
+ * of them in flight at once, not one a trip of a rolled loop). */
 __device__ static inline void quad_store_rows(const float *src, int ls, int rows, int cols, float *dst, int ld) {
-    for (int t = ssd_tc::warp_id(); t < rows; t += SSD_TC_WARPS)
-        for (int c = ssd_tc::lane(); c < cols; c += 32)
-            dst[(size_t)t * (size_t)ld + (size_t)c] = src[(size_t)t * ls + c];
+    static_assert(QUAD_ROWS * SSD_TC_WARPS == QUAD_MAX_K, "a warp's rows warp + 8 i cover the window");
+    const int w = ssd_tc::warp_id();
+    for (int c = ssd_tc::lane(); c < cols; c += 32) {
+        float v[QUAD_ROWS];
+#pragma unroll
+        for (int i = 0; i < QUAD_ROWS; i++) {
+            const int t = w + SSD_TC_WARPS * i;
+            v[i] = t < rows ? src[(size_t)t * ls + c] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < QUAD_ROWS; i++) {
+            const int t = w + SSD_TC_WARPS * i;
+            if (t < rows) dst[(size_t)t * (size_t)ld + (size_t)c] = v[i];
+        }
+    }
+}
+
+/* dD's share of the thread: sum of dY o X over its rows warp + 8 i and
+ * columns lane + 32 c, in float, c outer and rows in order (at P <= 32
+ * the order of a row loop with the columns inside), each slice's loads
+ * issued before its FMAs. */
+__device__ static inline float quad_dd_share(const float *X, const float *dY, int ld, int K, int P) {
+    const int w = ssd_tc::warp_id();
+    float pf = 0;
+    for (int p = ssd_tc::lane(); p < P; p += 32) {
+        float xv[QUAD_ROWS], yv[QUAD_ROWS];
+#pragma unroll
+        for (int i = 0; i < QUAD_ROWS; i++) {
+            const int t = w + SSD_TC_WARPS * i;
+            xv[i] = t < K ? X[(size_t)t * ld + p] : 0.0f, yv[i] = t < K ? dY[(size_t)t * ld + p] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < QUAD_ROWS; i++)
+            if (w + SSD_TC_WARPS * i < K) pf += yv[i] * xv[i];
+    }
+    return pf;
+}
+
+/* acc = A B over k = 0 .. kn-1 (kn a multiple of 16: K, P, N are, and
+ * every k-range here starts on a 16-row block), the operands' views and
+ * TF32 rounding (cvt.rna) as ssd_tc::mma's, with two chains instead of
+ * one: a trip of the (rolled) loop loads the fragments of two k-steps of
+ * 8 at once, the even one's product into acc, the odd one's into another
+ * accumulator (one load latency and two independent HMMA chains a pair,
+ * not one a k-step); then acc += odd. A fixed order (each chain in k
+ * order, then their sum): deterministic; within TF32 rounding of the one
+ * chain's sum. */
+template <bool A_ROW, bool B_ROW>
+__device__ static inline void quad_mma(ssd_tc::acc_t &acc, const float *a, int lda, const float *b, int ldb, int kn) {
+    using namespace ssd_tc;
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, typename layout<A_ROW>::type> a0, a1;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, typename layout<B_ROW>::type> b0, b1;
+    const size_t ka = A_ROW ? 8 : (size_t)8 * (size_t)lda, kb = B_ROW ? (size_t)8 * (size_t)ldb : 8; /* a k-step */
+    acc_t odd;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::fill_fragment(odd, 0.0f);
+#pragma unroll 1
+    for (int k0 = 0; k0 < kn; k0 += 16, a += 2 * ka, b += 2 * kb) {
+        wmma::load_matrix_sync(a0, a, lda);
+        wmma::load_matrix_sync(b0, b, ldb);
+        wmma::load_matrix_sync(a1, a + ka, lda);
+        wmma::load_matrix_sync(b1, b + kb, ldb);
+#pragma unroll
+        for (int i = 0; i < a0.num_elements; i++)
+            a0.x[i] = wmma::__float_to_tf32(a0.x[i]), a1.x[i] = wmma::__float_to_tf32(a1.x[i]);
+#pragma unroll
+        for (int i = 0; i < b0.num_elements; i++)
+            b0.x[i] = wmma::__float_to_tf32(b0.x[i]), b1.x[i] = wmma::__float_to_tf32(b1.x[i]);
+        wmma::mma_sync(acc, a0, b0, acc);
+        wmma::mma_sync(odd, a1, b1, odd);
+    }
+#pragma unroll
+    for (int i = 0; i < acc.num_elements; i++)
+        acc.x[i] += odd.x[i];
 }
 
 /* cum[t] = sum_{i<=t} dt_i A over the window, in double, by one warp (a
@@ -172,23 +247,41 @@ __device__ static inline double quad_warp_sum(double v) {
  * lane l takes s = 2l, 2l+1; dd[s] = the column's warp shares in warp
  * order; dcum[t] = rowsum_t Z - dt_t dd[t]; da[s] = sum_{t>=s} dcum[t]
  * (the lane's pair, then a suffix scan over the lanes); ddt to global;
- * the dA partial sum_s dt_s da[s] by a fixed xor tree and the dD partial
- * the warps' shares in order, by lane 0. All in double. */
+ * the dA partial sum_s dt_s da[s], summed the other way round as
+ * sum_t dcum[t] T[t] with T[t] = sum_{s<=t} dt_s (a prefix scan of dt,
+ * which needs none of Z: it runs while the shares load), by a fixed xor
+ * tree beside the suffix scan instead of after it; the dD partial the
+ * warps' shares in order, summed beside them too. All in double. */
 __device__ static inline void quad_head_vectors(const ssd_dev_args &a, const quad_out &o, const quad_smem &m,
                                                 const float *dt, size_t row0, size_t bh, int h) {
     const int K = a.K, lane = ssd_tc::lane();
-    double dd[2], dc[2], dts[2];
+    double pD = 0, dts[2], dd[2], dc[2], T[2]; /* pD: every lane, lane 0 stores it */
+    for (int w = 0; w < SSD_TC_WARPS; w++)
+        pD += m.dpart[w];
 #pragma unroll
     for (int q = 0; q < 2; q++) {
         const int s = 2 * lane + q;
-        dd[q] = 0, dc[q] = 0, dts[q] = 0;
+        dts[q] = s < K ? (double)dt[s] : 0.0;
+    }
+    double pre = dts[0] + dts[1]; /* sum of the pairs of lanes <= this one */
+    for (int d = 1; d < 32; d *= 2) {
+        const double u = __shfl_up_sync(0xffffffffu, pre, d);
+        if (lane >= d) pre += u;
+    }
+    double before = __shfl_up_sync(0xffffffffu, pre, 1);
+    if (lane == 0) before = 0;
+    T[0] = before + dts[0], T[1] = T[0] + dts[1];
+#pragma unroll
+    for (int q = 0; q < 2; q++) {
+        const int s = 2 * lane + q;
+        dd[q] = 0, dc[q] = 0;
         if (s < K) {
             for (int w = 0; w < SSD_TC_WARPS; w++)
                 dd[q] += (double)m.colpart[w * K + s];
-            dts[q] = (double)dt[s];
             dc[q] = (double)m.rowz[s] - dts[q] * dd[q];
         }
     }
+    const double pA = quad_warp_sum(dc[0] * T[0] + dc[1] * T[1]);
     const double v1 = dc[1], v0 = dc[0] + dc[1];
     double incl = v0; /* sum of the pairs of lanes >= this one */
     for (int d = 1; d < 32; d *= 2) {
@@ -203,13 +296,7 @@ __device__ static inline void quad_head_vectors(const ssd_dev_args &a, const qua
         const int s = 2 * lane + q;
         if (s < K) a.ddt[(row0 + (size_t)s) * (size_t)a.ddt_stride + (size_t)h] = (float)(dd[q] + A * da[q]);
     }
-    const double pA = quad_warp_sum(dts[0] * da[0] + dts[1] * da[1]);
-    if (lane == 0) {
-        double pD = 0;
-        for (int w = 0; w < SSD_TC_WARPS; w++)
-            pD += m.dpart[w];
-        o.partA[bh] = (float)pA, o.partD[bh] = (float)pD;
-    }
+    if (lane == 0) o.partA[bh] = (float)pA, o.partD[bh] = (float)pD;
 }
 
 /* The sums over the warp's 32 lanes of v[i] for its 8 rows i, by halving:
@@ -291,9 +378,8 @@ __device__ static inline void quad_lower_abt(const float *a, const float *b, int
     for (int ti = 0; ti < l16; ti++)
         for (int si = 0; si <= ti; si++, tile++) {
             if (tile % SSD_TC_WARPS != warp_id()) continue;
-            acc_t acc;
-            wmma::fill_fragment(acc, 0.0f); /* b^T as B col-major */
-            mma<true, false>(acc, a + (size_t)16 * ti * ld, ld, b + (size_t)16 * si * ld, ld, kn);
+            acc_t acc; /* b^T as B col-major */
+            quad_mma<true, false>(acc, a + (size_t)16 * ti * ld, ld, b + (size_t)16 * si * ld, ld, kn);
             wmma::store_matrix_sync(out + (size_t)16 * ti * lo + 16 * si, acc, lo, wmma::mem_row_major);
         }
 }
@@ -338,11 +424,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         if (j + 1 < hg) quad_stage_head(a, m, row0, h + 1, buf ^ 1);
         if (j > 0)
             quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h - 1) * P, a.dx_stride);
-        float pf = 0; /* dD's share: the warp's rows of dY o X, a lane's P K / 256 terms in float */
-        for (int t = w; t < K; t += SSD_TC_WARPS)
-            for (int p = lane; p < P; p += 32)
-                pf += dY[(size_t)t * m.lx + p] * X[(size_t)t * m.lx + p];
-        const double pd = quad_warp_sum((double)pf);
+        const double pd = quad_warp_sum((double)quad_dd_share(X, dY, m.lx, K, P)); /* dD's: a lane's P K / 256 terms */
         if (lane == 0) m.dpart[w] = pd;
         quad_lower_abt(dY, X, m.lx, P, l16, m.W, m.lw); /* dW[t, s] = dY_t . X_s */
         __syncthreads();
@@ -354,8 +436,8 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         for (int tile = w; tile < l16 * p16; tile += SSD_TC_WARPS) {
             const int si = l16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
             acc_t acc;
-            wmma::fill_fragment(acc, 0.0f);
-            mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, K - t0);
+            quad_mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx,
+                                  K - t0);
             wmma::store_matrix_sync(m.dX + (size_t)t0 * m.lx + 16 * pi, acc, m.lx, wmma::mem_row_major);
         }
         if (w == 0) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h);
@@ -374,15 +456,14 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     __syncthreads();
     for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
         acc_t acc;
-        wmma::fill_fragment(acc, 0.0f);
         if (tile < l16 * n16) { /* dC[t, n] = sum_{s<=t} dG[t, s] B[s, n] */
             const int ti = tile / n16, ni = tile % n16;
-            mma<true, true>(acc, m.W + (size_t)16 * ti * m.lw, m.lw, m.B + 16 * ni, m.lbc, 16 * (ti + 1));
+            quad_mma<true, true>(acc, m.W + (size_t)16 * ti * m.lw, m.lw, m.B + 16 * ni, m.lbc, 16 * (ti + 1));
             wmma::store_matrix_sync(m.dCo + (size_t)16 * ti * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
         } else { /* dB[s, n] = sum_{t>=s} dG[t, s] C[t, n]: dG^T as A col-major */
             const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
-            mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, m.C + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
-                             K - t0);
+            quad_mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, m.C + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
+                                  K - t0);
             wmma::store_matrix_sync(m.dBo + (size_t)t0 * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
         }
     }

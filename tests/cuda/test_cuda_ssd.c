@@ -117,7 +117,8 @@
  * the window as one chunk, a block a (window, group), dB and dC summed
  * over the group's heads inside it): asserted taken, and the scan backward
  * not, at the default shape (7 windows) and H=4 G=2 (9), outside quick
- * mode also K=32, K=48 (P=16, N=32, two groups) and strong decays; every
+ * mode also K=32, K=48 (P=16, N=32, two groups), P=64 (N=32, two groups:
+ * two column slices a lane in dD's shares) and strong decays; every
  * output within 2e-2 of the float64 recurrence (dx per (window, head)
  * too), into poisoned outputs, contiguous and padded strides and two runs
  * bit-identical; its switch off, the scan backward's TC variant runs
@@ -1446,6 +1447,7 @@ static void run_numbered(int i) {
         if (!test_quick()) {
             test_scan_quad("quad: K=32", 5, 32, 8, 32, 1, 64, 16, 0, 9200);
             test_scan_quad("quad: K=48 P=16 N=32, H=4 G=2", 3, 48, 4, 16, 2, 32, 16, 0, 9300);
+            test_scan_quad("quad: P=64 N=32, H=4 G=2 (two column slices a lane)", 3, 64, 4, 64, 2, 32, 32, 0, 9500);
             test_scan_quad("quad: default shape, strong decays", 3, 64, 8, 32, 1, 64, 32, 1, 9400);
         }
         test_scan_quad_rule();

@@ -7,7 +7,8 @@
 # passed: ncu per-kernel times of the runs in FINAL_PROFILE (gpu-check.sh's
 # PROFILE_WHAT, bf16) and compute-sanitizer over the programs named in
 # FINAL_SANITIZE (gpu-check.sh's SANITIZE_ONLY: PROGRAM, TOOL:PROGRAM or
-# TOOL:PROGRAM:PART).
+# TOOL:PROGRAM:PART). The training step and e2e are run once more with
+# minibatches of segments (FINAL_SEGMENT, default 16; "" none) into e2e.txt.
 # Usage on the device (carry [".deps"]): bash scripts/gpu-final.sh
 # Writes under $OUT: build.txt, bench.txt (both benchmarks' output),
 # ours.json, torch.json, bench.md, e2e.txt, profile.txt, sanitize.txt (at most 8 files
@@ -31,6 +32,12 @@ rm -f "$E2E_JSON"
 timeout 90 build-gpu/ssmtrade bench --what envwin,e2e --e2e-envs 4096 --e2e-updates 1 --precision bf16 \
   --json "$E2E_JSON" >"$OUT/e2e.txt" 2>&1
 echo "envwin,e2e: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/e2e.txt"
+# the training step and e2e with the minibatches as segments (--segment; FINAL_SEGMENT="" skips it), into e2e.txt
+if [ -n "${FINAL_SEGMENT-16}" ]; then
+  timeout 120 build-gpu/ssmtrade bench --what train,e2e --windows 2048,8192 --e2e-envs 4096 --e2e-updates 1 \
+    --precision bf16 --repeats 20 --warmup 5 --sets 2 --segment "${FINAL_SEGMENT-16}" >>"$OUT/e2e.txt" 2>&1
+  echo "train,e2e --segment ${FINAL_SEGMENT-16}: exit $? at $(( $(date +%s) - T0 )) s" >>"$OUT/e2e.txt"
+fi
 if [ -f "$OUT/ours.json" ] && [ -f "$E2E_JSON" ]; then
   python3 bench/compare.py "$OUT/ours.json" "$OUT/torch.json" --more "$E2E_JSON" --md "$OUT/bench.md" >/dev/null 2>>"$OUT/e2e.txt" ||
     echo "compare.py with the envwin,e2e JSON: exit $?" >>"$OUT/e2e.txt"

@@ -17,13 +17,14 @@
  * used, fewer (4, 2) where the rows would not fill a wave of 3 blocks an
  * SM (the host's choice; the bits do not depend on T). The backward's tiles are
  * ST_CONV_TILE rows whose x and dy come through a per-thread ring of
- * ST_CONV_RING rows in shared memory filled by cp.async, so that rows stay
- * in flight while the thread computes. The backward is one kernel: per row g,
- * dx of the row W-1 back (so g is formed again for the W-1 rows past the
- * tile, a halo) and the W+1 parameter sums of the tile's rows in double. A
- * block's ST_CONV_TY tile lanes add their sums in lane order into one
- * partial per (group of tiles, parameter) in `work`; a second kernel adds
- * the groups in order into dw and db. Which rows go into which sum depends
+ * ST_CONV_RING rows in shared memory filled by cp.async (one stream through
+ * a lane's tiles), so that rows stay in flight while the thread computes.
+ * The backward is one kernel: per row g, dx of the row W-1 back (so g is
+ * formed again for the W-1 rows past the tile, a halo) and the W+1
+ * parameter sums of the tile's rows in double. A block's ST_CONV_TY tile
+ * lanes add their sums in lane order into one partial per (group of tiles,
+ * parameter) in `work`; a second kernel adds the groups in order into dw
+ * and db. Which rows go into which sum depends
  * on the shapes only: bit-identical from run to run, and the vector and
  * scalar paths give the same bits.
  *
@@ -273,7 +274,10 @@ static __global__ void __launch_bounds__(ST_CONV_THREADS, V * T > 16 ? 2 : 3)
  * cp.async (L1-allocating: the halo rows are the next lane's first rows).
  * Slot s of array a (0: x, 1: dy) is at ring[(2 s + a) RING_ROW(V)], a
  * block's threads side by side (conflict-free V-float reads). A thread
- * reads only what it copied, after its own wait: no barrier. */
+ * reads only what it copied, after its own wait: no barrier. The ring runs
+ * through a lane's tiles: the rows past the end of one tile's E are the
+ * next tile's first rows, so a tile's slots start at `base`, the previous
+ * tile's base + E (mod ST_CONV_RING). */
 #define RING_ROW(V) (ST_CONV_CX * ST_CONV_TY * (V))
 #ifdef __CUDA_ARCH__
 template <int V> static __device__ __forceinline__ void ring_copy(float *dst, const float *src) {
@@ -285,15 +289,14 @@ static __device__ __forceinline__ void ring_commit() { asm volatile("cp.async.co
 template <int N> static __device__ __forceinline__ void ring_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-/* Row q of the tile (x and dy) into its slot, if it is one of the E rows
- * in the window; one group either way, so that ring_wait counts rows. */
-template <int V, int E, bool FULL>
-static __device__ __forceinline__ void ring_fill(int q, int e, const float *xr, int x_stride, const float *dyr,
-                                                 int dy_stride, float *ring) {
-    if (q < E && (FULL || q < e)) {
-        float *slot = ring + (size_t)(2 * (q % ST_CONV_RING)) * RING_ROW(V);
-        ring_copy<V>(slot, xr + (size_t)q * x_stride);
-        ring_copy<V>(slot + RING_ROW(V), dyr + (size_t)q * dy_stride);
+/* A row of x and dy (xq, dyq) into slot s when `want`; one group either
+ * way, so that ring_wait counts rows. */
+template <int V>
+static __device__ __forceinline__ void ring_put(bool want, int s, const float *xq, const float *dyq, float *ring) {
+    if (want) {
+        float *slot = ring + (size_t)(2 * s) * RING_ROW(V);
+        ring_copy<V>(slot, xq);
+        ring_copy<V>(slot + RING_ROW(V), dyq);
     }
     ring_commit();
 }
@@ -306,20 +309,26 @@ static __device__ __forceinline__ void ring_fill(int q, int e, const float *xr, 
  * (< n) is written from the last W values of g. FULL: n = ST_CONV_TILE and
  * e = E, no row predicates. On the device the rows come through the
  * thread's ring (ST_CONV_RING rows in flight while it computes; row r's
- * slot refilled with row r + ST_CONV_RING once row r is used), on the host
- * straight from memory. */
+ * slot, base + r, refilled with row r + ST_CONV_RING once row r is used,
+ * past E the next tile's rows: nxr, ndyr, ne as xr, dyr, e, ne = 0 where
+ * there is none; `primed`: this tile's first rows were issued so by the
+ * previous tile), on the host straight from memory. */
 template <int W, int V, bool FULL>
 static ST_HD void backward_tile(int t0, int n, int e, const float *__restrict__ xr, int x_stride,
                                 const float *__restrict__ dyr, int dy_stride, float *__restrict__ dxr, int dx_stride,
                                 const float (&wr)[V][W], const float (&br)[V], int silu, double (&acc)[V][W + 1],
-                                float *ring) {
-    constexpr int E = ST_CONV_TILE + W - 1;
+                                float *ring, int base, bool primed, const float *nxr, const float *ndyr, int ne) {
+    constexpr int E = ST_CONV_TILE + W - 1, D = ST_CONV_RING;
+    static_assert((D & (D - 1)) == 0 && D <= E, "the ring's slots: a power of 2, at most a tile's rows");
 #ifdef __CUDA_ARCH__
-    ST_UNROLL
-    for (int q = 0; q < ST_CONV_RING; q++)
-        ring_fill<V, E, FULL>(q, e, xr, x_stride, dyr, dy_stride, ring);
+    if (!primed) {
+        ST_UNROLL
+        for (int q = 0; q < D; q++)
+            ring_put<V>(FULL || q < e, (base + q) & (D - 1), xr + (size_t)q * x_stride, dyr + (size_t)q * dy_stride,
+                        ring);
+    }
 #else
-    (void)ring;
+    (void)ring, (void)base, (void)primed, (void)nxr, (void)ndyr, (void)ne;
 #endif
     float h[W][V], g[W][V]; /* h[i] = x[t-W+1+i], g[i] = g[t-W+1+i] at row t */
     double hd[W][V];        /* h in double: each input converted once */
@@ -335,9 +344,10 @@ static ST_HD void backward_tile(int t0, int n, int e, const float *__restrict__ 
         const bool in = FULL || r < e;
         float xs[V] = {}, ds[V] = {}; /* zero past the window */
 #ifdef __CUDA_ARCH__
-        ring_wait<ST_CONV_RING - 1>();
+        const int rs = (base + r) & (D - 1); /* row r's slot */
+        ring_wait<D - 1>();
         if (in) {
-            const float *slot = ring + (size_t)(2 * (r % ST_CONV_RING)) * RING_ROW(V);
+            const float *slot = ring + (size_t)(2 * rs) * RING_ROW(V);
             ST_UNROLL
             for (int v = 0; v < V; v++)
                 xs[v] = slot[v], ds[v] = slot[RING_ROW(V) + v];
@@ -373,34 +383,61 @@ static ST_HD void backward_tile(int t0, int n, int e, const float *__restrict__ 
         }
         if (r >= W - 1 && (FULL || r - (W - 1) < n)) store_v<V>(dxr + (size_t)(r - (W - 1)) * dx_stride, dxv);
 #ifdef __CUDA_ARCH__
-        ring_fill<V, E, FULL>(r + ST_CONV_RING, e, xr, x_stride, dyr, dy_stride, ring); /* row r's values are used */
+        if (r + D < E) /* row r's values are used: its slot takes row r + D, or the next tile's row r + D - E */
+            ring_put<V>(FULL || r + D < e, rs, xr + (size_t)(r + D) * x_stride, dyr + (size_t)(r + D) * dy_stride, ring);
+        else
+            ring_put<V>(r + D - E < ne, rs, nxr + (size_t)(r + D - E) * x_stride, ndyr + (size_t)(r + D - E) * dy_stride,
+                        ring);
 #endif
     }
 }
 
+/* A backward tile of a lane: its first row t0 in the window, rows n, rows
+ * of it and its halo in the window e, pointers at row t0, channel ch. */
+struct lane_tile {
+    int t0, n, e;
+    const float *xr, *dyr;
+    float *dxr;
+};
+
+/* Tile l of lane ty of group grp into *a; false past the lane's last tile. */
+template <int W>
+static ST_HD bool lane_tile_at(const conv_tiles &p, long grp, int ty, int l, int ch, const float *x, int x_stride,
+                               const float *dy, int dy_stride, float *dx, int dx_stride, lane_tile *a) {
+    const long tile = (grp * p.L + l) * ST_CONV_TY + ty;
+    if (l >= p.L || tile >= p.tiles) return false;
+    long win;
+    tile_at(p, tile, &win, &a->t0, &a->n);
+    a->e = p.K - a->t0 < a->n + W - 1 ? p.K - a->t0 : a->n + W - 1;
+    const size_t row = (size_t)win * p.K + a->t0;
+    a->xr = x + row * x_stride + ch, a->dyr = dy + row * dy_stride + ch, a->dxr = dx + row * dx_stride + ch;
+    return true;
+}
+
 /* Lane ty of group grp, channels ch..ch+V-1 (< Ch): the backward of its
  * tiles (grp L + l) ST_CONV_TY + ty, l < L, dx written and the parameter
- * sums added into acc in row order. ring: the thread's ring on the device
- * (unused on the host). */
+ * sums added into acc in row order. ring: the thread's ring on the device,
+ * one stream of rows through the lane's tiles (unused on the host). */
 template <int W, int V>
 static ST_HD void backward_lane(const conv_tiles &p, long grp, int ty, int ch, const float *__restrict__ x,
                                 int x_stride, const float (&wr)[V][W], const float (&br)[V], int silu,
                                 const float *__restrict__ dy, int dy_stride, float *__restrict__ dx, int dx_stride,
                                 double (&acc)[V][W + 1], float *ring = nullptr) {
-    for (int l = 0; l < p.L; l++) {
-        const long tile = (grp * p.L + l) * ST_CONV_TY + ty;
-        if (tile >= p.tiles) return;
-        long win;
-        int t0, n;
-        tile_at(p, tile, &win, &t0, &n);
-        const int e = p.K - t0 < n + W - 1 ? p.K - t0 : n + W - 1; /* rows of the tile and its halo in the window */
-        const size_t row = (size_t)win * p.K + t0;
-        const float *xr = x + row * x_stride + ch, *dyr = dy + row * dy_stride + ch;
-        float *dxr = dx + row * dx_stride + ch;
-        if (e == ST_CONV_TILE + W - 1)
-            backward_tile<W, V, true>(t0, n, e, xr, x_stride, dyr, dy_stride, dxr, dx_stride, wr, br, silu, acc, ring);
+    constexpr int E = ST_CONV_TILE + W - 1;
+    lane_tile cur = {};
+    bool more = lane_tile_at<W>(p, grp, ty, 0, ch, x, x_stride, dy, dy_stride, dx, dx_stride, &cur);
+    for (int l = 0, base = 0; more; l++, base = (base + E) & (ST_CONV_RING - 1)) {
+        lane_tile nxt = {}; /* only its rows' pointers and e live through the tile: it is found again after */
+        const bool next = lane_tile_at<W>(p, grp, ty, l + 1, ch, x, x_stride, dy, dy_stride, dx, dx_stride, &nxt);
+        const float *nxr = next ? nxt.xr : cur.xr, *ndyr = next ? nxt.dyr : cur.dyr;
+        const int ne = next ? nxt.e : 0;
+        if (cur.e == E)
+            backward_tile<W, V, true>(cur.t0, cur.n, cur.e, cur.xr, x_stride, cur.dyr, dy_stride, cur.dxr, dx_stride,
+                                      wr, br, silu, acc, ring, base, l > 0, nxr, ndyr, ne);
         else
-            backward_tile<W, V, false>(t0, n, e, xr, x_stride, dyr, dy_stride, dxr, dx_stride, wr, br, silu, acc, ring);
+            backward_tile<W, V, false>(cur.t0, cur.n, cur.e, cur.xr, x_stride, cur.dyr, dy_stride, cur.dxr, dx_stride,
+                                       wr, br, silu, acc, ring, base, l > 0, nxr, ndyr, ne);
+        more = lane_tile_at<W>(p, grp, ty, l + 1, ch, x, x_stride, dy, dy_stride, dx, dx_stride, &cur);
     }
 }
 

@@ -99,6 +99,20 @@ void st_cuda_ssd_set_scan_tc_quad(int on);
  * kernel (for the tests). */
 int st_cuda_ssd_forward_is_scan_tc_quad(int Bsz, int K, int H, int P, int G, int N, int Q);
 
+/* How the quad kernel divides a group's H/G heads among blocks: 0 (the
+ * default) as the batch asks: one block a (window, group) where there are
+ * at least 2 an SM, else the head slices (a block a (window, group, slice)
+ * of ceil(H/G / n) heads, each forming G itself) whose estimated time is
+ * least for the SM count and each plan's blocks an SM; 1 never split; n >= 2
+ * n slices (at most H/G) at every batch (the tests, the benchmarks). The
+ * same bits whatever the slices. Process-wide. */
+void st_cuda_ssd_set_scan_tc_quad_split(int slices);
+
+/* The number of blocks a (window, group) the quad kernel would run with
+ * these sizes on the current device under the switches (0 where it does
+ * not run; for the tests). */
+int st_cuda_ssd_forward_scan_tc_quad_slices(int Bsz, int K, int H, int P, int G, int N, int Q);
+
 /* The same for the backward: one kernel a (window, head) that walks its
  * chunks forward for the states and back for the gradients (1, the
  * default, where the shape fits: model/ssd_scan_backward.cu), or the

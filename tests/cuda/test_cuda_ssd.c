@@ -112,6 +112,9 @@
  * other bits. The default shape (and under the strong decays), K = 32
  * and 48, H = 4 with G = 2, P = 64 with Dskip NULL, one head a group at
  * K = 16, odd batches; the rule refuses K = 50, K = 128, P = 24, N = 10.
+ * At these few windows the batch rule may spread a group's heads over
+ * several blocks (case 19 asserts where it must); either way the same bits
+ * as with st_cuda_ssd_set_scan_tc_quad_split(1), one block a (window, group).
  * Case 18: in bf16 mode the backward of windows of K <= 64 rows (K, P, N
  * multiples of 16) runs as the quad backward (ssd_scan_quad_backward.cu:
  * the window as one chunk, a block a (window, group), dB and dC summed
@@ -124,7 +127,19 @@
  * bit-identical; its switch off, the scan backward's TC variant runs
  * (asserted; other bits, also within 2e-2). The rule's edges (K = 50,
  * K = 128, P = 24 N = 10, staging off) are asserted not taken. Cases 12
- * and 14 turn it off: they check the scan backward's TC variant. */
+ * and 14 turn it off: they check the scan backward's TC variant.
+ * Case 19: the quad forward's head slices (st_cuda_ssd_set_scan_tc_quad_split:
+ * a block a (window, group, slice of ceil(H/G / n) heads), each forming G
+ * itself): forced slice counts and the batch's own choice give the same
+ * bits (padded strides; contiguous rows once), asserted as the blocks a
+ * (window, group) the kernel runs, each within the bf16 bound of the
+ * float64 recurrence (whole and per chunk), no padding written: the
+ * default shape at the act step's 128 windows (1, 2, 3, 8 slices), H=6
+ * G=2 (3 heads a group: 1, 2, 3), H=12 (unsplit: 3 rounds of 4 heads, the
+ * third into the first round's buffer; 5 slices: 4 of 3 heads), P=48
+ * (slabs of 16 columns unsplit, of 8 in 2 slices), K=16 with P=64;
+ * outside quick mode 600 windows (past 2 blocks an SM: the batch rule
+ * keeps one a (window, group)). */
 #include "model/ssd.h"
 
 #include <stdint.h>
@@ -1087,7 +1102,7 @@ static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, in
     problem pb = make_problem_strong(Bsz, K, H, P, G, N, strong, seed);
     if (no_skip) free(pb.D), pb.D = NULL;
     result oracle = make_result(&pb), on[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
-    result off = make_result(&pb);
+    result off = make_result(&pb), whole = make_result(&pb);
     cpu_double_sequential(&pb, &oracle);
     const int fp32_quad = st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q);
     st_cuda_set_matmul_precision(ST_MATMUL_BF16);
@@ -1096,9 +1111,14 @@ static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, in
     st_cuda_ssd_set_scan_tc_heads(2);
     const int heads_on = st_cuda_ssd_forward_is_scan_tc_heads(Bsz, K, H, P, G, N, Q);
     st_cuda_ssd_set_scan_tc_heads(1);
-    int pads[4] = {0, 0, 0, 0}, ok = 1;
+    int pads[5] = {0, 0, 0, 0, 0}, ok = 1;
+    const int slices = st_cuda_ssd_forward_scan_tc_quad_slices(Bsz, K, H, P, G, N, Q);
     for (int run = 0; run < 3; run++) /* contiguous, padded, padded again */
         ok = ok && gpu_run(&pb, Q, run > 0, &on[run], &pads[run]) == ST_OK;
+    st_cuda_ssd_set_scan_tc_quad_split(1); /* a block a (window, group), as at a large batch */
+    const int slices1 = st_cuda_ssd_forward_scan_tc_quad_slices(Bsz, K, H, P, G, N, Q);
+    ok = ok && gpu_run(&pb, Q, 1, &whole, &pads[4]) == ST_OK;
+    st_cuda_ssd_set_scan_tc_quad_split(0);
     st_cuda_ssd_set_scan_tc_quad(0);
     const int quad_off = st_cuda_ssd_forward_is_scan_tc_quad(Bsz, K, H, P, G, N, Q);
     const int pair_off = st_cuda_ssd_forward_is_scan_tc_pair(Bsz, K, H, P, G, N, Q);
@@ -1116,6 +1136,11 @@ static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, in
     check_taken(label, "the quad forward under st_cuda_ssd_set_scan_tc_quad(0)", quad_off, 0);
     check_taken(label, "the pair forward under st_cuda_ssd_set_scan_tc_quad(0)", pair_off, K == 2 * Qc && Qc % 16 == 0);
     check_taken(label, "the quad forward under st_cuda_ssd_set_scan_tc(0)", tc_off, 0);
+    /* these batches (a few windows) are far under 2 blocks an SM: the rule may split the heads */
+    CHECK(slices >= 1 && slices <= H / G, "%s: the quad forward runs %d blocks a (window, group) (H/G = %d)", label,
+          slices, H / G);
+    CHECK(slices1 == 1, "%s: st_cuda_ssd_set_scan_tc_quad_split(1) ignored (%d blocks a (window, group))", label,
+          slices1);
     CHECK(ok, "%s: a GPU call failed (message above)", label);
     if (ok) {
         long where;
@@ -1126,10 +1151,13 @@ static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, in
         const double coff = worst_chunk_err(&pb, Qc, off.y, oracle.y);
         const double qo = tensor_err(&pb, T_Y, &on[1], &off, &where, &gv, &rv);
         const size_t ybytes = sizeof(float) * (size_t)rows_of(&pb) * (size_t)(H * P);
-        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d%s), bf16 mode, quad kernel: y rel err %.2e vs CPU f64 seq "
+        const int whole_same = !memcmp(on[1].y, whole.y, ybytes);
+        printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d%s), bf16 mode, quad kernel (%d blocks a (window, group); "
+               "one: %s): y rel err %.2e vs CPU f64 seq "
                "(worst chunk %.2e); the %s with the quad kernel off %.2e (worst chunk %.2e), %.2e from the quad's\n",
-               label, Bsz, K, H, P, G, N, Q, no_skip ? ", Dskip NULL" : "", e64, c64, pair_off ? "pair kernel" : "walk",
-               eoff, coff, qo);
+               label, Bsz, K, H, P, G, N, Q, no_skip ? ", Dskip NULL" : "", slices,
+               whole_same ? "bit-identical" : "DIFFERS", e64, c64, pair_off ? "pair kernel" : "walk", eoff, coff, qo);
+        CHECK(whole_same, "%s: quad y: %d head slices and one block a (window, group) give other bits", label, slices);
         CHECK(e64 <= TC_BOUND && c64 <= TC_BOUND, "%s: quad y vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e", label,
               e64, c64, TC_BOUND);
         CHECK(eoff <= TC_BOUND && coff <= TC_BOUND,
@@ -1139,11 +1167,11 @@ static void test_quad(const char *label, int Bsz, int K, int H, int P, int G, in
         CHECK(!memcmp(on[0].y, on[1].y, ybytes), "%s: quad y: contiguous rows and padded strides give other bits",
               label);
         CHECK(!memcmp(on[1].y, on[2].y, ybytes), "%s: quad y: two runs differ (not deterministic)", label);
-        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a run wrote into output padding", label);
+        CHECK(pads[0] && pads[1] && pads[2] && pads[3] && pads[4], "%s: a run wrote into output padding", label);
     }
     for (int j = 0; j < 3; j++)
         free_result(&on[j]);
-    free_result(&off), free_result(&oracle), free_problem(&pb);
+    free_result(&off), free_result(&whole), free_result(&oracle), free_problem(&pb);
 }
 
 /* The quad kernel's rule at the shapes next to it, bf16 mode: not taken
@@ -1167,6 +1195,83 @@ static void test_quad_rule(void) {
     }
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
     printf("quad rule: not taken at K=50, K=128, P=24, N=10\n");
+}
+
+/* ---- case 19: the quad forward's head slices ------------------------------------ */
+
+/* The device's SM count (0 where it cannot say). */
+static int device_sms(void) {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    return v;
+}
+
+/* bf16 mode, one shape the quad kernel takes, with the group's heads
+ * divided over n_forced slice counts (st_cuda_ssd_set_scan_tc_quad_split:
+ * forced[0] first, each asserted as the number of blocks a (window,
+ * group) the kernel runs, ceil(H/G / ceil(H/G / n))) and the batch's own
+ * choice: y the same bits under every one, on padded strides (4-byte
+ * copies, scalar stores) and, for forced[0], contiguous rows (16-byte
+ * copies, float2 stores), into poisoned outputs with the gaps between y's
+ * rows untouched; within TC_BOUND of the float64 recurrence (whole and
+ * per (window, head, chunk of Q rows)). The batch's choice: one block a
+ * (window, group) where the batch has at least 2 an SM, at least 2 slices
+ * where a block a head would fit one wave (H/G > 1), else 1 to H/G. A
+ * head of one slice taken from another, a slice's heads past H/G or a
+ * round's X from the wrong buffer change y far beyond its bits. Leaves the
+ * switch at 0 and fp32 mode. */
+static void test_quad_split(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, const int *forced,
+                            int n_forced, uint64_t seed) {
+    problem pb = make_problem(Bsz, K, H, P, G, N, seed);
+    const int HG = H / G, Qc = Q < K ? Q : K, sms = device_sms();
+    result oracle = make_result(&pb), first = make_result(&pb), run = make_result(&pb);
+    cpu_double_sequential(&pb, &oracle);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    const size_t ybytes = sizeof(float) * (size_t)rows_of(&pb) * (size_t)(H * P);
+    printf("%s (Bsz=%d K=%d H=%d P=%d G=%d N=%d Q=%d), bf16 mode, quad kernel, blocks a (window, group):", label, Bsz,
+           K, H, P, G, N, Q);
+    for (int i = 0; i <= n_forced; i++) { /* forced[0..n-1], then the batch's choice (0) */
+        const int want = i < n_forced ? forced[i] : 0;
+        st_cuda_ssd_set_scan_tc_quad_split(want);
+        const int slices = st_cuda_ssd_forward_scan_tc_quad_slices(Bsz, K, H, P, G, N, Q);
+        const int hs = want ? (HG + (want < HG ? want : HG) - 1) / (want < HG ? want : HG) : 0;
+        if (want)
+            CHECK(slices == (HG + hs - 1) / hs, "%s: split %d runs %d blocks a (window, group), expected %d", label,
+                  want, slices, (HG + hs - 1) / hs);
+        else if (sms > 0 && (long)Bsz * G >= 2L * sms)
+            CHECK(slices == 1, "%s: %d (window, group) pairs on %d SMs split into %d blocks each", label, Bsz * G, sms,
+                  slices);
+        else if (sms > 0 && HG > 1 && (long)Bsz * G * HG <= sms) /* a block a head fits one wave: the rule splits */
+            CHECK(slices >= 2 && slices <= HG,
+                  "%s: %d (window, group) pairs on %d SMs run %d blocks each (expected 2 to %d)", label, Bsz * G, sms,
+                  slices, HG);
+        else
+            CHECK(slices >= 1 && slices <= HG, "%s: %d blocks a (window, group), H/G = %d", label, slices, HG);
+        int pad_c = 1, pad_p = 0, ok = 1;
+        if (i == 0) {
+            ok = gpu_run(&pb, Q, 0, &first, &pad_c) == ST_OK;
+            CHECK(ok, "%s: a GPU call failed (message above)", label);
+        }
+        ok = ok && gpu_run(&pb, Q, 1, &run, &pad_p) == ST_OK;
+        CHECK(ok, "%s: a GPU call failed (message above)", label);
+        if (!ok) break;
+        long where;
+        double gv, rv;
+        const double e64 = tensor_err(&pb, T_Y, &run, &oracle, &where, &gv, &rv);
+        const double c64 = worst_chunk_err(&pb, Qc, run.y, oracle.y);
+        const int same = !memcmp(first.y, run.y, ybytes);
+        printf(" %s%d: %.2e (chunk %.2e)%s", want ? "" : "auto ", slices, e64, c64, same ? "" : " DIFFER");
+        CHECK(e64 <= TC_BOUND && c64 <= TC_BOUND, "%s: %d slices: y vs CPU f64: rel err %.2e, worst chunk %.2e > %.0e",
+              label, slices, e64, c64, TC_BOUND);
+        CHECK(same, "%s: %d slices give other bits than %d (contiguous rows)", label, slices, forced[0]);
+        CHECK(pad_c && pad_p, "%s: %d slices: a run wrote into output padding", label, slices);
+    }
+    printf("\n");
+    st_cuda_ssd_set_scan_tc_quad_split(0);
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    free_result(&oracle), free_result(&first), free_result(&run), free_problem(&pb);
 }
 
 /* ---- case 13: the last row only --------------------------------------------- */
@@ -1452,6 +1557,19 @@ static void run_numbered(int i) {
         }
         test_scan_quad_rule();
         break;
+    case 19: { /* bf16 mode: the quad forward's heads over several blocks a (window, group) */
+        static const int def[] = {1, 2, 3, 8}, odd[] = {1, 2, 3}, many[] = {1, 2, 5, 12}, two[] = {1, 2};
+        test_quad_split("quad split: default shape, the act step's batch", 128, 64, 8, 32, 1, 64, 32, def, 4, 9500);
+        test_quad_split("quad split: H=6 G=2 (3 heads a group), K=48 P=16 N=32", 5, 48, 6, 16, 2, 32, 16, odd, 3, 9600);
+        test_quad_split("quad split: H=12 (3 rounds unsplit), K=64", 6, 64, 12, 32, 1, 64, 32, many, 4, 9700);
+        test_quad_split("quad split: P=48 (slabs of 16 or 8 columns), K=32 N=16, H=4 G=2", 7, 32, 4, 48, 2, 16, 16, two,
+                        2, 9800);
+        test_quad_split("quad split: P=64, K=16, H=8", 4, 16, 8, 64, 1, 32, 16, def, 4, 9900);
+        if (!test_quick())
+            test_quad_split("quad split: default shape, 2 blocks an SM or more", 600, 64, 8, 32, 1, 64, 32, two, 2,
+                            10000);
+        break;
+    }
     }
     set_paths(1, 1, 1);
     st_cuda_ssd_set_scan_tc_quad(1);
@@ -1459,7 +1577,7 @@ static void run_numbered(int i) {
 }
 
 static void run_all(void) {
-    for (int i = 0; i <= 18; i++)
+    for (int i = 0; i <= 19; i++)
         if (test_part(i)) run_numbered(i);
 }
 #endif

@@ -88,7 +88,9 @@ int st_cuda_ssd_forward_is_scan_tc_heads(int Bsz, int K, int H, int P, int G, in
 
 /* Whether the tensor-core scan forward takes a window of at most 64 rows
  * (K, P, N multiples of 16) as one chunk in the quadratic form, one block a
- * (window, group): G = C B^T once, then for each of the group's heads y =
+ * (window, group), or a (window, group, slice of its heads) at small batch
+ * (st_cuda_ssd_set_scan_tc_quad_split): G = C B^T once a block, then for
+ * each of its heads y =
  * (G o L o dt) x + D x, L[t, s] = exp(cum[t] - cum[s]), no state (1, the
  * default, where its shared memory fits: model/ssd_scan_quad.cu; it takes
  * precedence over the pair and heads kernels), or leaves those shapes to

@@ -19,6 +19,9 @@ extern "C" {
 }
 
 enum { ST_LN_WARPS = 8, ST_COL_TILE = 32, ST_ROW_LANES = 16 };
+/* Rows up to ST_LN_REG_COLS columns (D of the tiny, odd and default
+ * presets, F of all) take the register path: up to 4 columns a lane. */
+enum { ST_LN_REG_COLS = 128 };
 
 static unsigned blocks_for(long n, int per_block) { return (unsigned)((n + per_block - 1) / per_block); }
 
@@ -29,6 +32,12 @@ static __device__ double warp_sum(double v) {
     return v;
 }
 
+/* A warp's row. K = 0: any n, three passes over x (the last two from L1),
+ * w and b read in the third. K > 0, n <= 32 K <= ST_LN_REG_COLS: the row in
+ * registers (lane l owns columns l + 32 k), x, w and b loaded before the
+ * first sum; the same expressions, each lane's sums in column order, the
+ * same butterflies: the same bits, one DRAM round trip a row. */
+template <int K>
 static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
                                          float eps, float *y, int y_stride, float *mean, float *rstd) {
     long r = (long)blockIdx.x * ST_LN_WARPS + threadIdx.x / 32;
@@ -36,31 +45,68 @@ static __global__ void ln_forward_kernel(int rows, int n, const float *x, int x_
     if (r >= rows) return; /* a whole warp leaves together: the shuffles stay full */
     const float *xr = x + (size_t)r * x_stride;
     float *yr = y + (size_t)r * y_stride;
-    double s = 0;
-    for (int i = lane; i < n; i += 32)
-        s += xr[i];
-    double mu = warp_sum(s) / n;
-    double v = 0;
-    for (int i = lane; i < n; i += 32)
-        v += ((double)xr[i] - mu) * ((double)xr[i] - mu);
-    double rs = 1.0 / sqrt(warp_sum(v) / n + (double)eps);
-    for (int i = lane; i < n; i += 32)
-        yr[i] = (float)(((double)xr[i] - mu) * rs) * w[i] + b[i];
+    double s = 0, mu, v = 0, rs;
+    if constexpr (K == 0) {
+        for (int i = lane; i < n; i += 32)
+            s += xr[i];
+        mu = warp_sum(s) / n;
+        for (int i = lane; i < n; i += 32)
+            v += ((double)xr[i] - mu) * ((double)xr[i] - mu);
+        rs = 1.0 / sqrt(warp_sum(v) / n + (double)eps);
+        for (int i = lane; i < n; i += 32)
+            yr[i] = (float)(((double)xr[i] - mu) * rs) * w[i] + b[i];
+    } else {
+        float xv[K], wv[K], bv[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            int i = lane + 32 * k;
+            xv[k] = i < n ? xr[i] : 0.f, wv[k] = i < n ? w[i] : 0.f, bv[k] = i < n ? b[i] : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < n) s += xv[k];
+        mu = warp_sum(s) / n;
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < n) v += ((double)xv[k] - mu) * ((double)xv[k] - mu);
+        rs = 1.0 / sqrt(warp_sum(v) / n + (double)eps);
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < n) yr[lane + 32 * k] = (float)(((double)xv[k] - mu) * rs) * wv[k] + bv[k];
+    }
     if (lane == 0) {
         if (mean) mean[r] = (float)mu;
         if (rstd) rstd[r] = (float)rs;
     }
 }
 
+/* The register path's instance for n <= ST_LN_REG_COLS: K = 1, 2 or 4
+ * columns a lane. */
+template <typename Kernel> static Kernel *of_width(int n, Kernel *k1, Kernel *k2, Kernel *k4) {
+    return n <= 32 ? k1 : n <= 64 ? k2 : k4;
+}
+
 extern "C" int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_stride, const float *w, const float *b,
                                          float eps, float *y, int y_stride, float *mean, float *rstd, void *stream) {
     if (rows <= 0 || n <= 0) return ST_OK;
-    ln_forward_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, (cudaStream_t)stream>>>(
-        rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd);
+    dim3 grid(blocks_for(rows, ST_LN_WARPS)), block(32 * ST_LN_WARPS);
+    cudaStream_t s = (cudaStream_t)stream;
+    auto *k = n > ST_LN_REG_COLS ? ln_forward_kernel<0>
+                                 : of_width(n, ln_forward_kernel<1>, ln_forward_kernel<2>, ln_forward_kernel<4>);
+    k<<<grid, block, 0, s>>>(rows, n, x, x_stride, w, b, eps, y, y_stride, mean, rstd);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
 
+/* dx of a warp's row. K = 0: any n, the loops below (x, dy, w read again
+ * in the second pass, res only there). K > 0, n <= 32 K <= ST_LN_REG_COLS:
+ * the row in registers, lane l owning columns l + 32 k, every load of the
+ * row (res's too) issued before the first sum, so a row costs one DRAM
+ * round trip, not two; the same expressions in the same orders (each
+ * lane's sums in column order), the second pass's xhat and g the first's.
+ * res may be dx itself: a lane reads res only at the columns it writes,
+ * before writing them. */
+template <int K>
 static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, int x_stride, const float *w,
                                              const float *mean, const float *rstd, const float *dy, int dy_stride,
                                              const float *res, int res_stride, float *dx, int dx_stride) {
@@ -73,19 +119,47 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
     const float *resr = res ? res + (size_t)r * res_stride : NULL; /* may be dxr itself */
     double mu = mean[r], rs = rstd[r];
     double sg = 0, sgx = 0;
-    for (int i = lane; i < n; i += 32) {
-        double xh = ((double)xr[i] - mu) * rs;
-        double g = (double)gr[i] * w[i];
-        sg += g;
-        sgx += g * xh;
-    }
-    sg = warp_sum(sg) / n;
-    sgx = warp_sum(sgx) / n;
-    for (int i = lane; i < n; i += 32) {
-        double xh = ((double)xr[i] - mu) * rs;
-        double g = (double)gr[i] * w[i];
-        float v = (float)(rs * (g - sg - xh * sgx));
-        dxr[i] = resr ? resr[i] + v : v;
+    if constexpr (K == 0) {
+        for (int i = lane; i < n; i += 32) {
+            double xh = ((double)xr[i] - mu) * rs;
+            double g = (double)gr[i] * w[i];
+            sg += g;
+            sgx += g * xh;
+        }
+        sg = warp_sum(sg) / n;
+        sgx = warp_sum(sgx) / n;
+        for (int i = lane; i < n; i += 32) {
+            double xh = ((double)xr[i] - mu) * rs;
+            double g = (double)gr[i] * w[i];
+            float v = (float)(rs * (g - sg - xh * sgx));
+            dxr[i] = resr ? resr[i] + v : v;
+        }
+    } else {
+        float xv[K], gv[K], wv[K], rv[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            int i = lane + 32 * k;
+            xv[k] = i < n ? xr[i] : 0.f, gv[k] = i < n ? gr[i] : 0.f, wv[k] = i < n ? w[i] : 0.f;
+            rv[k] = resr && i < n ? resr[i] : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < n) {
+                double xh = ((double)xv[k] - mu) * rs;
+                double g = (double)gv[k] * wv[k];
+                sg += g;
+                sgx += g * xh;
+            }
+        sg = warp_sum(sg) / n;
+        sgx = warp_sum(sgx) / n;
+#pragma unroll
+        for (int k = 0; k < K; k++)
+            if (lane + 32 * k < n) {
+                double xh = ((double)xv[k] - mu) * rs;
+                double g = (double)gv[k] * wv[k];
+                float v = (float)(rs * (g - sg - xh * sgx));
+                dxr[lane + 32 * k] = resr ? rv[k] + v : v;
+            }
     }
 }
 
@@ -131,8 +205,11 @@ static int ln_backward(int rows, int n, const float *x, int x_stride, const floa
                        int dx_stride, float *dw, float *db, cudaStream_t s) {
     if (rows <= 0 || n <= 0) return ST_OK;
     if (dx) {
-        ln_backward_dx_kernel<<<blocks_for(rows, ST_LN_WARPS), 32 * ST_LN_WARPS, 0, s>>>(
-            rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, res, res_stride, dx, dx_stride);
+        dim3 grid(blocks_for(rows, ST_LN_WARPS)), block(32 * ST_LN_WARPS);
+        auto *k = n > ST_LN_REG_COLS
+                      ? ln_backward_dx_kernel<0>
+                      : of_width(n, ln_backward_dx_kernel<1>, ln_backward_dx_kernel<2>, ln_backward_dx_kernel<4>);
+        k<<<grid, block, 0, s>>>(rows, n, x, x_stride, w, mean, rstd, dy, dy_stride, res, res_stride, dx, dx_stride);
         ST_CUDA_LAUNCHED();
     }
     if (dw || db) {

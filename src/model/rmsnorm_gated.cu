@@ -140,7 +140,14 @@ static __global__ void __launch_bounds__(32 * ST_RMS_WARPS)
  * in shared memory (its own slots: column 4k + c at acc[warp][c][k], no
  * bank conflicts; registers are what limits the warps in flight), then
  * the block adds its warps in order into parts[split, column], or into dw
- * itself when parts is NULL (one split). w is re-read each row (L1). */
+ * itself when parts is NULL (one split).
+ * What the second pass shares with the first it takes from there, not
+ * computing it again (the same bits, fewer instructions of the pipes that
+ * bind: bench/notes-norms.md): up to J = 2 (d_inner <= 256), each value's
+ * sigmoid (sig) and ghat (ghk), in the lane's own slots (no barrier); w comes
+ * as the block's doubles (wd, read once a block, one conversion a column
+ * instead of two a value a row). The sigmoid was most of the issue slots:
+ * act.h's branch on the sign runs both sides in a warp of mixed signs. */
 template <int J>
 static __global__ void __launch_bounds__(32 * ST_RMS_WARPS, J <= 2 ? 4 : 3)
     rms_backward_regs_kernel(int rows, int n, const float *__restrict__ y, int y_stride, const float *__restrict__ z,
@@ -148,7 +155,12 @@ static __global__ void __launch_bounds__(32 * ST_RMS_WARPS, J <= 2 ? 4 : 3)
                              int rstd_stride, const float *__restrict__ dout, int dout_stride, float *__restrict__ dy, int dy_stride,
                              float *__restrict__ dz, int dz_stride, int splits, double *__restrict__ parts,
                              float *__restrict__ dw, unsigned vec) {
+    constexpr bool KEEP = J <= 2;         /* within the 48 KB of static shared memory */
+    constexpr int K1 = KEEP ? 32 * J : 1; /* sig, ghk, wd: slots a (warp, c) */
     __shared__ double acc[ST_RMS_WARPS][4][32 * J];
+    __shared__ float sig[ST_RMS_WARPS][4][K1];  /* the row's sigmoid(z) */
+    __shared__ double ghk[ST_RMS_WARPS][4][K1]; /* the row's ghat */
+    __shared__ double wd[4][K1];                /* (double)w, the block's */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     long r0, r1;
     st_rowsplit_range(rows, splits, blockIdx.x, &r0, &r1);
@@ -157,6 +169,11 @@ static __global__ void __launch_bounds__(32 * ST_RMS_WARPS, J <= 2 ? 4 : 3)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             acc[warp][c][lane + 32 * j] = 0;
+    if constexpr (KEEP) {
+        for (int i = threadIdx.x; i < 128 * J; i += 32 * ST_RMS_WARPS)
+            wd[i % 4][i / 4] = i < n ? (double)__ldg(w + i) : 0.0; /* load4's value, zero past n */
+        __syncthreads();
+    }
     for (long r = r0 + warp; r < r1; r += ST_RMS_WARPS) {
         const float *yr = y + (size_t)r * y_stride, *zr = z + (size_t)r * z_stride;
         const float *gr = dout + (size_t)r * dout_stride;
@@ -167,30 +184,42 @@ static __global__ void __launch_bounds__(32 * ST_RMS_WARPS, J <= 2 ? 4 : 3)
             load4(zr, lane + 32 * j, n, vec & ST_RMS_VZ, zv[j]);
             load4(gr, lane + 32 * j, n, vec & ST_RMS_VDOUT, gv[j]);
         }
-        double rs = rstd[(size_t)r * rstd_stride];
+        float rsf = rstd[(size_t)r * rstd_stride];
+        double rs = rsf;
         double m = 0; /* mean(dghat * ghat) */
 #pragma unroll
         for (int j = 0; j < J; j++) {
             float wv[4];
-            load4(w, lane + 32 * j, n, vec & ST_RMS_VW, wv);
+            if constexpr (!KEEP) load4(w, lane + 32 * j, n, vec & ST_RMS_VW, wv);
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                double ghat = (double)(yv[j][c] * siluf_st(zv[j][c])) * rs;
-                m += (double)gv[j][c] * wv[c] * ghat;
-                if (dw) acc[warp][c][lane + 32 * j] += (double)(float)ghat * gv[j][c]; /* as the forward rounds it */
+                int k = lane + 32 * j;
+                float x = zv[j][c], sx = sigmoidf_st(x), g = yv[j][c] * (x * sx); /* siluf_st(x) = x sx */
+                double ghat = (double)g * rs;
+                if constexpr (KEEP) {
+                    sig[warp][c][k] = sx, ghk[warp][c][k] = ghat;
+                    m += (double)gv[j][c] * wd[c][k] * ghat;
+                    /* (float)ghat as the forward rounds it: g rstd is exact
+                     * in double, so its float rounding is the float product's. */
+                    if (dw) acc[warp][c][k] += (double)__fmul_rn(g, rsf) * gv[j][c];
+                } else {
+                    m += (double)gv[j][c] * wv[c] * ghat;
+                    if (dw) acc[warp][c][k] += (double)(float)ghat * gv[j][c]; /* as the forward rounds it */
+                }
             }
         }
         m = warp_sum(m) / n;
 #pragma unroll
         for (int j = 0; j < J; j++) {
             float wv[4], dyv[4], dzv[4];
-            load4(w, lane + 32 * j, n, vec & ST_RMS_VW, wv);
+            if constexpr (!KEEP) load4(w, lane + 32 * j, n, vec & ST_RMS_VW, wv);
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                float x = zv[j][c], s = sigmoidf_st(x); /* SiLU = x s, SiLU' = s (1 + x (1 - s)) as act.h */
+                int k = lane + 32 * j;
+                float x = zv[j][c], s = KEEP ? sig[warp][c][k] : sigmoidf_st(x); /* SiLU' = s (1 + x (1 - s)) */
                 double gate = x * s;
-                double ghat = (double)(yv[j][c] * (float)gate) * rs;
-                double dg = rs * ((double)gv[j][c] * wv[c] - ghat * m);
+                double ghat = KEEP ? ghk[warp][c][k] : (double)(yv[j][c] * (float)gate) * rs;
+                double dg = rs * ((double)gv[j][c] * (KEEP ? wd[c][k] : (double)wv[c]) - ghat * m);
                 dyv[c] = (float)(dg * gate);
                 dzv[c] = (float)(dg * yv[j][c] * (s * (1.0f + x * (1.0f - s))));
             }

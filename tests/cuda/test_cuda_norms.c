@@ -12,6 +12,8 @@
  *  - the residual entry points (the forward writing x through to a copy,
  *    the backward adding a residual res into dx) give the bits of a copy
  *    and the plain calls, strided off the other buffers and in place;
+ *  - LayerNorm at the register path's widths (1, 2, 4 columns a lane) and
+ *    just past it (the loops);
  *  - RMSNorm: every path (the register path at 1 to 4 chunks a lane, with
  *    16-byte or scalar loads per tensor, the loops past 512 columns), row
  *    counts off the block's rows and the backward's splits, dw added to,
@@ -320,6 +322,12 @@ int main(void) {
         {"tiny ln (D)", 2 * t.K, t.D, 0, 0},    {"tiny ln (D, dx +=)", 2 * t.K, t.D, 1, 1},
         {"odd ln (D)", 3 * o.K, o.D, 0, 1},     {"n=5 (fewer columns than a warp)", 7, 5, 1, 1},
         {"default ln (D)", 5 * d.K, d.D, 0, 1}, {"64 windows ln (D)", 64 * t.K, t.D, 0, 1},
+        /* the register path's widths (K = 1, 2, 4 columns a lane up to 128) and the loop past it */
+        {"n=32 (K 1), 1 row", 1, 32, 1, 1},
+        {"n=33 (K 2), 9 rows", 9, 33, 0, 1},
+        {"n=65 (K 4 partly used)", 13, 65, 1, 0},
+        {"n=128 (K 4), 1 row", 1, 128, 0, 0},
+        {"n=129 (the loop)", 11, 129, 1, 1},
     };
     for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
         ln_case_run(&ln[i], 2000 + i);
@@ -342,6 +350,8 @@ int main(void) {
         {"default (d_inner, float4), no dw", 5 * d.K + 3, ddi, dio, 0, RMS_DW_NONE},
         {"default (d_inner, float4), 2,061 rows: 17 splits, dw from zero", 32 * d.K + 13, ddi, dio, 0, RMS_DW_ZERO},
         {"64 windows (d_inner): 16 splits", 64 * t.K, tdi, tio, 1, RMS_DW_ADD},
+        {"default (d_inner, float4), 1 row", 1, ddi, dio, 0, RMS_DW_ADD},
+        {"default (d_inner, float4), 3 rows (warps with no row)", 3, ddi, dio, 0, RMS_DW_ZERO},
         {"n=5 (fewer columns than a warp)", 7, 5, 9, 1, RMS_DW_ADD},
         {"n=300 (J 3; z scalar, the rest float4)", 130, 300, 317, 0, RMS_DW_ADD},
         {"large (d_inner, J 4, float4)", 2 * l.K + 1, st_d_inner(&l), st_in_proj_out(&l), 0, RMS_DW_ADD},

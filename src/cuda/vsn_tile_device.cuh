@@ -28,11 +28,12 @@ template <int CG> __device__ static inline double row_sum(double v) {
     return v;
 }
 
-/* h1[r][k] = ELU(s[r] U[k] + V[k]) over the tile's rows, a float4 of one
- * row a step (st_cuda_vsn_rank1's expression); tid is threadIdx.x. */
-template <int DV, int T, int LDH>
+/* h1[r][k] = ELU(s[r] U[k] + V[k]) over the tile's R rows (default: 4 a
+ * thread group), a float4 of one row a step (st_cuda_vsn_rank1's
+ * expression); tid is threadIdx.x. */
+template <int DV, int T, int LDH, int R = 4 * (T / (DV / 4))>
 __device__ static inline void vsn_tile_h1(const float *s, const float *U, const float *V, float *h1, int tid) {
-    constexpr int CG = DV / 4, R = 4 * (T / CG);
+    constexpr int CG = DV / 4;
     for (int u = tid; u < R * CG; u += T) {
         const int r = u / CG, k = 4 * (u % CG);
         const float sj = s[r];

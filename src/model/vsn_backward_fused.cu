@@ -190,22 +190,10 @@ template <int CG> __device__ static inline void warp_cols_add(double (&v)[4], do
             dst[first + step * c] += v[c];
 }
 
-/* h1 = ELU(s U + V) of the tile into h ([R][LDH]): vsn_tile_h1's
- * expressions over this tile's R rows. */
+/* h1 = ELU(s U + V) of the tile's R rows into h ([R][LDH]). */
 template <int DV> __device__ static inline void bwd_h1(const float *ss, const float *vec, float *h) {
     typedef bwd_shape<DV> S;
-    const float *U = vec + S::U * DV, *V = vec + S::V * DV;
-    for (int u = threadIdx.x; u < S::R * S::CG; u += S::T) {
-        const int r = u / S::CG, k = 4 * (u % S::CG);
-        const float sj = ss[r];
-        const float4 Uk = lds4(U + k), Vk = lds4(V + k);
-        float4 v;
-        v.x = dev_elu(sj * Uk.x + Vk.x);
-        v.y = dev_elu(sj * Uk.y + Vk.y);
-        v.z = dev_elu(sj * Uk.z + Vk.z);
-        v.w = dev_elu(sj * Uk.w + Vk.w);
-        *reinterpret_cast<float4 *>(h + r * S::LDH + k) = v;
-    }
+    vsn_tile_h1<DV, S::T, S::LDH, S::R>(ss, vec + S::U * DV, vec + S::V * DV, h, threadIdx.x);
 }
 
 /* h2 = h1 W2^T (vsn_tile_h2 for NI rows a thread): rows rg + RG i, columns

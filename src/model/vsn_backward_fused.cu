@@ -196,64 +196,17 @@ template <int DV> __device__ static inline void bwd_h1(const float *ss, const fl
     vsn_tile_h1<DV, S::T, S::LDH, S::R>(ss, vec + S::U * DV, vec + S::V * DV, h, threadIdx.x);
 }
 
-/* h2 = h1 W2^T (vsn_tile_h2 for NI rows a thread): rows rg + RG i, columns
- * cg + CG c, stored to h2. */
+/* h2 = h1 W2^T, NI rows a thread: rows rg + RG i, columns cg + CG c, stored to h2. */
 template <int DV> __device__ static inline void bwd_h2(const float *h1, const float *W2, float *h2, int rg, int cg) {
     typedef bwd_shape<DV> S;
-    constexpr int NI = S::NI, RG = S::RG, CG = S::CG, LDH = S::LDH, LDW = S::LDW;
-    float h[NI][4];
-#pragma unroll
-    for (int i = 0; i < NI; i++)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            h[i][c] = 0;
-#pragma unroll
-    for (int k = 0; k < DV; k += 4) {
-        float4 x[NI];
-#pragma unroll
-        for (int i = 0; i < NI; i++)
-            x[i] = lds4(h1 + (rg + RG * i) * LDH + k);
-#pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const float4 w = lds4(W2 + (cg + CG * c) * LDW + k);
-#pragma unroll
-            for (int i = 0; i < NI; i++)
-                fma4(h[i][c], x[i], w);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < NI; i++)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            h2[(rg + RG * i) * LDH + cg + CG * c] = h[i][c];
+    vsn_tile_h2<DV, S::RG, S::LDH, S::LDW, S::NI>(h1, W2, h2, rg, cg);
 }
 
-/* g = h2 Wg^T without its bias (vsn_tile_g for NI rows a thread): g[i][q]
- * is column cg + CG q (q < 4, g1) or DV + cg + CG (q - 4) (its g2). */
+/* g = h2 Wg^T without its bias, NI rows a thread (vsn_tile_g). */
 template <int DV>
 __device__ static inline void bwd_g(const float *h2, const float *Wg, int rg, int cg, float (&g)[VSNB_NI][8]) {
     typedef bwd_shape<DV> S;
-    constexpr int NI = S::NI, RG = S::RG, CG = S::CG, LDH = S::LDH, LDW = S::LDW;
-#pragma unroll
-    for (int i = 0; i < NI; i++)
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            g[i][q] = 0;
-#pragma unroll 1
-    for (int k = 0; k < DV; k += 4) {
-        float4 h[NI];
-#pragma unroll
-        for (int i = 0; i < NI; i++)
-            h[i] = lds4(h2 + (rg + RG * i) * LDH + k);
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            const int o = (q < 4 ? 0 : DV) + cg + CG * (q & 3);
-            const float4 w = lds4(Wg + o * LDW + k);
-#pragma unroll
-            for (int i = 0; i < NI; i++)
-                fma4(g[i][q], h[i], w);
-        }
-    }
+    vsn_tile_g<DV, S::RG, S::LDH, S::LDW, S::NI>(h2, Wg, rg, cg, g);
 }
 
 /* d[i][b] = sum_o X[rg + RG i][o] Wt[o][4 cg + b] over o < NO (P4's dgl Wg,

@@ -10,11 +10,16 @@
  * integer and order-free (the sort's result is unique): the same index
  * run to run. Launch sizes depend on rows only (graph-safe).
  *
- * The table backward's first step. A warp a compact bar b < nb (grid for
- * cap, stopping at the device count), lane c < Dv its column (lanes past
- * Dv hold zeros), the variables in chunks of TT_CHUNK = 8: a chunk's 8
- * t_j[b][c] are loaded together (the next chunk's while this one runs) and
- * converted once; then for each of b's rows r in CSR order
+ * The table backward's first step. A warp an item (compact bar b < nb,
+ * variable chunk of TT_CHUNK = 8: nb ceil(F / 8) items, a bar's chunks in
+ * adjacent warps; the grid for cap ceil(F / 8), stopping at the device
+ * count), lane c < Dv its column (lanes past Dv hold zeros): the chunk's
+ * 8 t_j[b][c] are loaded together with the bar's CSR offsets and
+ * converted once; the bar's srow positions are read 32 at a time (lane l
+ * position l, a row reaching every lane by a shuffle, the next 32 loaded
+ * while these are used); the rows go in groups of TT_GROUP = 4 whose dv,
+ * alpha and dalpha cp.async copies into a shared stage (two a warp) while
+ * the previous group computes. Then for each of b's rows r in CSR order
  *   dalpha[r, j] = sum_c dv[r, c] t_j[c] (+ the caller's dalpha, as
  *     vsn_bwd_fused_kernel adds it): the 32 exact double products of each
  *     of the 8 variables, summed by a transposed reduction: a
@@ -24,15 +29,19 @@
  *     Every partial is (own + partner's) over the lane sets of a 32-lane
  *     butterfly's levels 16, 8, 4, 2, 1, and a float add commutes: the
  *     bits of that butterfly (the kernel this replaced), with 18 shuffles
- *     for 8 variables instead of 80;
- *   acc_jc += alpha[r, j] dv[r, c] (double; the chunk's alphas converted
- *     by 8 lanes and broadcast through shared memory, not converted by all
- *     32 lanes), dT[b, j, c] = (float) acc_jc: exact products added in
- *     ascending row order.
+ *     for 8 variables instead of 80; two rows' reductions run unrolled
+ *     together (independent chains);
+ *   acc_jc += alpha[r, j] dv[r, c] (double; the group's alphas converted
+ *     once, a lane each, and broadcast through shared memory), dT[b, j, c]
+ *     = (float) acc_jc: exact products added in ascending row order (a
+ *     bar's rows are never split across warps: the bits of the per-row
+ *     double sum).
  * The table is read once a bar (not once a row); dv and alpha rows once a
- * chunk from L1/L2. The count: bench/notes-tt-kernels.md. */
+ * chunk from L1/L2. The count: bench/notes-tt-kernels.md, and for the
+ * item and group split bench/notes-ttgrad.md. */
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cuda_pipeline.h>
 #include <string.h>
 
 #include "cuda/check.h"
@@ -141,6 +150,8 @@ extern "C" int st_cuda_vsn_bar_index_build(const st_vsn_bar_index *ix, int rows,
 
 /* The module comment's second part. */
 #define TT_CHUNK 8
+#define TT_GROUP 4     /* rows a group: TT_GROUP TT_CHUNK = 32 alphas, one a lane */
+#define TG_THREADS 128 /* tt_grad's block: 4 warps (at 96 registers 5 blocks, 20 warps, an SM) */
 
 /* One level of the reduce-scatter: of the pairs (x[k], x[k + n]) a lane
  * keeps x[k] where its bit m is clear and x[k + n] where set, and adds the
@@ -153,64 +164,148 @@ template <int N> static __device__ __forceinline__ void tt_scatter_level(const d
     }
 }
 
-static __global__ void __launch_bounds__(TT_THREADS)
+/* A group's staging in shared memory (a warp, one of two stages): the
+ * rows' dv (row g, column c), alpha and dalpha (slot 8 g + k: variable
+ * j0 + k of row g) as copied there by cp.async, and the rows. */
+struct tt_stage {
+    float dv[TT_GROUP][32];
+    float a[TT_GROUP * TT_CHUNK], da[TT_GROUP * TT_CHUNK];
+    int r[TT_GROUP];
+};
+
+/* The item's fixed values a group's copies and rows need. */
+struct tt_item {
+    int lane, j0, nj, rows;
+    bool col, writer; /* writer: lane 4 kv (kv = lane >> 2 < nj) writes variable j0 + kv's dalpha */
+};
+
+/* Issues the copies of the n (0..TT_GROUP) rows at position base of the
+ * srow window sw (lane l holding position l) into stage s, and commits
+ * them (an empty batch when n = 0): they land while the previous group
+ * shuffles, without holding registers. Slots of missing rows, of lanes
+ * past Dv and of variables past F are not copied (their readers select
+ * zeros or ignore them). */
+static __device__ __forceinline__ void tt_issue_group(tt_stage &s, const tt_item &it, int sw, int base, int n,
+                                                      const float *alpha, int alpha_stride, const float *dv,
+                                                      int dv_stride, const float *dalpha, int dalpha_stride) {
+#pragma unroll
+    for (int k = 0; k < TT_GROUP; k++) {
+        const size_t r = (size_t)__shfl_sync(0xffffffffu, sw, base + k);
+        if (k < n && it.col) __pipeline_memcpy_async(&s.dv[k][it.lane], dv + r * (size_t)dv_stride + it.lane, 4);
+    }
+    const int ga = it.lane >> 3, ka = it.lane & 7;
+    const int ra = __shfl_sync(0xffffffffu, sw, base + ga);
+    if (ga < n && ka < it.nj) {
+        __pipeline_memcpy_async(&s.a[it.lane], alpha + (size_t)ra * alpha_stride + it.j0 + ka, 4);
+        if (dalpha) __pipeline_memcpy_async(&s.da[it.lane], dalpha + (size_t)ra * dalpha_stride + it.j0 + ka, 4);
+    }
+    const int rl = __shfl_sync(0xffffffffu, sw, base + (it.lane & (TT_GROUP - 1)));
+    if (it.lane < TT_GROUP) s.r[it.lane] = rl;
+    __pipeline_commit();
+}
+
+/* Rows G0 .. G0 + G - 1 of a landed group (all present; their alphas in
+ * als[8 g + k] as doubles): the G reductions are independent (unrolled
+ * together, the scheduler interleaves their shuffle chains); dT's
+ * accumulators then take the rows in ascending order. */
+template <int G, int G0>
+static __device__ __forceinline__ void tt_rows(const tt_stage &s, const tt_item &it, bool has_dalpha, const double *tk,
+                                               double *acc, const double *als, double *dad) {
+    const bool b4 = it.lane & 16, b3 = it.lane & 8, b2 = it.lane & 4;
+    const int kv = it.lane >> 2;
+    double d[G], q1[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        d[g] = it.col ? (double)s.dv[G0 + g][it.lane] : 0.0; /* zeros past Dv, as the butterfly's lanes */
+        double p[TT_CHUNK], q4[4], q2[2];
+#pragma unroll
+        for (int k = 0; k < TT_CHUNK; k++)
+            p[k] = d[g] * tk[k];
+        tt_scatter_level<4>(p, q4, 16, b4);
+        tt_scatter_level<2>(q4, q2, 8, b3);
+        tt_scatter_level<1>(q2, &q1[g], 4, b2);
+        q1[g] += __shfl_xor_sync(0xffffffffu, q1[g], 2);
+        q1[g] += __shfl_xor_sync(0xffffffffu, q1[g], 1);
+    }
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        if (it.writer)
+            dad[(size_t)(it.j0 + kv) * it.rows + s.r[G0 + g]] =
+                q1[g] + (has_dalpha ? (double)s.da[(G0 + g) * TT_CHUNK + kv] : 0.0);
+#pragma unroll
+        for (int k = 0; k < TT_CHUNK; k += 2) { /* broadcast loads, two alphas each */
+            const double2 a = *reinterpret_cast<const double2 *>(als + (G0 + g) * TT_CHUNK + k);
+            acc[k] += a.x * d[g];
+            acc[k + 1] += a.y * d[g];
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(TG_THREADS)
     tt_grad_kernel(int rows, int F, int Dv, int cap, const int *count, const int *offs, const int *srow,
                    const float *tab, const float *alpha, int alpha_stride, const float *dv, int dv_stride,
                    const float *dalpha, int dalpha_stride, double *dad, float *dT) {
-    __shared__ __align__(16) double tt_alpha[TT_THREADS / 32][TT_CHUNK];
-    const int lane = threadIdx.x % 32, kv = lane >> 2; /* kv: the chunk's variable this lane ends with */
-    const bool col = lane < Dv, b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+    __shared__ __align__(16) double tt_alpha[TG_THREADS / 32][TT_GROUP * TT_CHUNK];
+    __shared__ __align__(16) tt_stage tt_stages[TG_THREADS / 32][2];
     double *als = tt_alpha[threadIdx.x / 32];
+    tt_stage *stg = tt_stages[threadIdx.x / 32];
+    const int lane = threadIdx.x % 32, nch = (F + TT_CHUNK - 1) / TT_CHUNK;
     const size_t nb = (size_t)min(*count, cap), P = (size_t)F * Dv;
-    WARP_LOOP(b, nb) {
-        const int i0 = offs[b], i1 = offs[b + 1];
-        const float *t = tab + b * P;
-        float tf[TT_CHUNK]; /* the next chunk's table values */
+    WARP_LOOP(w, nb * (size_t)nch) {
+        const size_t b = w / (size_t)nch;
+        tt_item it;
+        it.lane = lane, it.rows = rows, it.col = lane < Dv;
+        it.j0 = (int)(w - b * (size_t)nch) * TT_CHUNK, it.nj = min(TT_CHUNK, F - it.j0);
+        it.writer = (lane & 3) == 0 && (lane >> 2) < it.nj;
+        const float *t = tab + b * P + (size_t)it.j0 * Dv + lane;
+        float tf[TT_CHUNK]; /* the chunk's table values, issued with offs (no dependency between them) */
 #pragma unroll
         for (int k = 0; k < TT_CHUNK; k++)
-            tf[k] = col && k < F ? __ldg(t + (size_t)k * Dv + lane) : 0.0f;
-        for (int j0 = 0; j0 < F; j0 += TT_CHUNK) {
-            const int nj = min(TT_CHUNK, F - j0);
-            double tk[TT_CHUNK], acc[TT_CHUNK];
+            tf[k] = it.col && k < it.nj ? __ldg(t + (size_t)k * Dv) : 0.0f;
+        const int i0 = offs[b], i1 = offs[b + 1];
+        /* the srow windows of 32 positions: sw the one the next copies read, swn the one after */
+        int sw = i0 + lane < i1 ? srow[i0 + lane] : 0, swn = i0 + 32 + lane < i1 ? srow[i0 + 32 + lane] : 0;
+        __syncwarp(); /* every lane is done with the previous item's stages */
+        tt_issue_group(stg[0], it, sw, 0, min(TT_GROUP, i1 - i0), alpha, alpha_stride, dv, dv_stride, dalpha,
+                       dalpha_stride);
+        double tk[TT_CHUNK], acc[TT_CHUNK];
 #pragma unroll
-            for (int k = 0; k < TT_CHUNK; k++) {
-                tk[k] = (double)tf[k]; /* the old kernel's tj: 0.0 past Dv and past F */
-                acc[k] = 0;
-                const int jn = j0 + TT_CHUNK + k;
-                tf[k] = col && jn < F ? __ldg(t + (size_t)jn * Dv + lane) : 0.0f;
+        for (int k = 0; k < TT_CHUNK; k++) {
+            tk[k] = (double)tf[k]; /* the old kernel's tj: 0.0 past Dv and past F */
+            acc[k] = 0;
+        }
+        for (int i = i0, s = 0; i < i1; i += TT_GROUP, s ^= 1) { /* groups aligned at i0: never across a window */
+            const int n = min(TT_GROUP, i1 - i), q = i + TT_GROUP;
+            if (((q - i0) & 31) == 0) { /* warp-uniform */
+                sw = swn;
+                swn = q + 32 + lane < i1 ? srow[q + 32 + lane] : 0;
             }
-            for (int i = i0; i < i1; i++) {
-                const size_t r = (size_t)srow[i];
-                const double d = (double)(col ? __ldg(dv + r * (size_t)dv_stride + lane) : 0.0f);
-                __syncwarp(); /* every lane has read the previous row's alphas */
-                if (lane < TT_CHUNK) /* zeros past F: every slot the pairs below read is written */
-                    als[lane] = lane < nj ? (double)alpha[r * (size_t)alpha_stride + j0 + lane] : 0.0;
-                double p[TT_CHUNK], q4[4], q2[2], q1;
-#pragma unroll
-                for (int k = 0; k < TT_CHUNK; k++)
-                    p[k] = d * tk[k];
-                tt_scatter_level<4>(p, q4, 16, b4);
-                tt_scatter_level<2>(q4, q2, 8, b3);
-                tt_scatter_level<1>(q2, &q1, 4, b2);
-                q1 += __shfl_xor_sync(0xffffffffu, q1, 2);
-                q1 += __shfl_xor_sync(0xffffffffu, q1, 1);
-                if ((lane & 3) == 0 && kv < nj)
-                    dad[(size_t)(j0 + kv) * rows + r] =
-                        q1 + (dalpha ? (double)dalpha[r * (size_t)dalpha_stride + j0 + kv] : 0.0);
-                __syncwarp(); /* the row's alphas are in shared memory */
-#pragma unroll
-                for (int k = 0; k < TT_CHUNK; k += 2) { /* broadcast loads, two alphas each */
-                    const double2 a = *reinterpret_cast<const double2 *>(als + k);
-                    if (k < nj) acc[k] += a.x * d;
-                    if (k + 1 < nj) acc[k + 1] += a.y * d;
-                }
+            /* the next group's copies (none past the bar's rows) before this group's shuffles; its stage
+             * was last read by the previous group's rows, which every lane has finished */
+            __syncwarp();
+            tt_issue_group(stg[s ^ 1], it, sw, (q - i0) & 31, max(0, min(TT_GROUP, i1 - q)), alpha, alpha_stride, dv,
+                           dv_stride, dalpha, dalpha_stride);
+            __pipeline_wait_prior(1); /* this lane's copies of group i have landed */
+            __syncwarp();             /* ... and every lane's */
+            const tt_stage &cur = stg[s];
+            const int ka = lane & 7;
+            als[lane] = ka < it.nj ? (double)cur.a[lane] : 0.0; /* rows past n: read by no row */
+            __syncwarp();
+            /* warp-uniform; a full group as 2 chains at a time (96 registers; 4 at a time take 107) */
+            if (n == TT_GROUP) {
+                tt_rows<2, 0>(cur, it, dalpha != NULL, tk, acc, als, dad);
+                tt_rows<2, 2>(cur, it, dalpha != NULL, tk, acc, als, dad);
+            } else {
+                if (n >= 2) tt_rows<2, 0>(cur, it, dalpha != NULL, tk, acc, als, dad);
+                if (n == 1) tt_rows<1, 0>(cur, it, dalpha != NULL, tk, acc, als, dad);
+                if (n == 3) tt_rows<1, 2>(cur, it, dalpha != NULL, tk, acc, als, dad);
             }
-            if (col) {
-                float *o = dT + b * P + (size_t)j0 * Dv + lane;
+        }
+        if (it.col) {
+            float *o = dT + b * P + (size_t)it.j0 * Dv + lane;
 #pragma unroll
-                for (int k = 0; k < TT_CHUNK; k++)
-                    if (k < nj) o[(size_t)k * Dv] = (float)acc[k];
-            }
+            for (int k = 0; k < TT_CHUNK; k++)
+                if (k < it.nj) o[(size_t)k * Dv] = (float)acc[k];
         }
     }
 }
@@ -226,8 +321,8 @@ extern "C" int st_cuda_vsn_train_table_grad(const st_vsn_bar_index *ix, int rows
                "training bar table backward: %d rows, the index was built for 1..%d", rows, ix->rows_max);
     ST_REQUIRE(tab && alpha && dv && dad && dT, ST_ERR_INPUT,
                "training bar table backward: a NULL buffer (table, alpha, dv, dalpha out or dT)");
-    const int warps = TT_THREADS / 32;
-    tt_grad_kernel<<<tt_blocks((size_t)ix->cap, warps), TT_THREADS, 0, (cudaStream_t)stream>>>(
+    const int warps = TG_THREADS / 32, nch = (F + TT_CHUNK - 1) / TT_CHUNK;
+    tt_grad_kernel<<<tt_blocks((size_t)ix->cap * nch, warps), TG_THREADS, 0, (cudaStream_t)stream>>>(
         rows, F, Dv, ix->cap, ix->count, ix->offs, ix->srow, tab, alpha, alpha_stride, dv, dv_stride, dalpha,
         dalpha_stride, dad, dT);
     ST_CUDA_LAUNCHED();

@@ -12,7 +12,10 @@
  *     dT[b, j, c] the double sum over b's rows in ascending row order of
  *     alpha[r, j] dv[r, c], rounded once; dT rows past the count keep the
  *     poison. F = 40 / Dv = 32 (the default), F = 37 / Dv = 16 (a partial
- *     variable chunk), F = 13 / Dv = 5 (lanes past Dv), F = 3 / Dv = 8.
+ *     variable chunk), F = 13 / Dv = 5 (lanes past Dv), F = 3 / Dv = 8;
+ *     and bars of 1 to 200 rows (tt_keys_runs: the kernel's groups of 4
+ *     rows and srow windows of 32 at their edges, rows scattered), 37 or
+ *     13 bars (not a multiple of the warps a block or the chunks a bar).
  *     The same index then drives st_cuda_vsn_train_table_combine
  *     (tt_combine_kernel): v[r, c] = (float) sum_j alpha[r, j] t_j[b][c]
  *     in variable order in double for every row, and again for all but
@@ -71,13 +74,48 @@ static void tt_keys(int rows, int bars, int spread, uint64_t seed, int *key) {
     }
 }
 
-static void tt_case(int rows_max, int rows, int bars, int spread, int F, int Dv, int with_dalpha, uint64_t seed) {
+/* Run k's rows for tt_keys_runs: the group and srow-window edges first
+ * (1 to 5 rows, 31 to 33, 63 to 65, 200), then 1 + (53 k + 7) % 200. */
+static int tt_run_rows(int k) {
+    static const int edge[] = {1, 2, 3, 4, 5, 31, 32, 33, 63, 64, 65, 200};
+    return k < (int)(sizeof edge / sizeof edge[0]) ? edge[k] : 1 + (53 * k + 7) % 200;
+}
+
+/* The rows of runs bars of tt_run_rows rows each. */
+static int tt_runs_total(int runs) {
+    int n = 0;
+    for (int k = 0; k < runs; k++) n += tt_run_rows(k);
+    return n;
+}
+
+/* Bars of many rows (the --segment minibatches): run k's tt_run_rows(k)
+ * rows take key 3 k + 1 (keys with gaps), the rows shuffled so that a
+ * bar's rows are scattered over the minibatch. rows = tt_runs_total(runs);
+ * the callers keep 3 runs < bars. */
+static void tt_keys_runs(int rows, int runs, uint64_t seed, int *key) {
+    int r = 0;
+    for (int k = 0; k < runs; k++)
+        for (int i = 0; i < tt_run_rows(k); i++) key[r++] = 3 * k + 1;
+    uint64_t s = seed;
+    for (int i = rows - 1; i > 0; i--) {
+        const int j = (int)(lcg_next(&s) % (uint64_t)(i + 1)), t = key[i];
+        key[i] = key[j], key[j] = t;
+    }
+}
+
+/* runs > 0: the keys of tt_keys_runs (rows must be tt_runs_total(runs),
+ * spread unused); else tt_keys'. */
+static void tt_case(int rows_max, int rows, int bars, int spread, int runs, int F, int Dv, int with_dalpha,
+                    uint64_t seed) {
     char name[96];
-    snprintf(name, sizeof name, "tt_grad rows %d/%d bars %d F=%d Dv=%d%s", rows, rows_max, bars, F, Dv,
-             with_dalpha ? " +dalpha" : "");
+    snprintf(name, sizeof name, "tt_grad rows %d/%d bars %d%s F=%d Dv=%d%s", rows, rows_max, bars,
+             runs ? " (runs)" : "", F, Dv, with_dalpha ? " +dalpha" : "");
     const int as = F + 3, ds = Dv + 5, das = F + 2, P = F * Dv;
     int *key = malloc(sizeof(int) * rows);
-    tt_keys(rows, bars, spread, seed, key);
+    if (runs)
+        tt_keys_runs(rows, runs, seed, key);
+    else
+        tt_keys(rows, bars, spread, seed, key);
     /* the CPU's compact bars: distinct keys in ascending order, rows ascending within each */
     int *bar_of_key = malloc(sizeof(int) * bars), nb = 0;
     for (int k = 0; k < bars; k++) bar_of_key[k] = -1;
@@ -250,11 +288,11 @@ static void combine_case(int rows, int F, int Dv, int tbars, int misalign, uint6
 
 static void run_all(void) {
     /* 1. rows_max > rows; bars > rows_max so cap = rows_max, and the count well below it */
-    if (test_part(0)) tt_case(600, 517, 1000, 60, 40, 32, 1, 9100);
-    if (test_part(1)) tt_case(600, 517, 1000, 60, 40, 32, 0, 9101);
-    if (test_part(2)) tt_case(300, 300, 250, 90, 37, 16, 1, 9102); /* cap = bars */
-    if (test_part(3)) tt_case(200, 161, 400, 30, 13, 5, 1, 9103);
-    if (test_part(4)) tt_case(64, 64, 128, 8, 3, 8, 0, 9104);
+    if (test_part(0)) tt_case(600, 517, 1000, 60, 0, 40, 32, 1, 9100);
+    if (test_part(1)) tt_case(600, 517, 1000, 60, 0, 40, 32, 0, 9101);
+    if (test_part(2)) tt_case(300, 300, 250, 90, 0, 37, 16, 1, 9102); /* cap = bars */
+    if (test_part(3)) tt_case(200, 161, 400, 30, 0, 13, 5, 1, 9103);
+    if (test_part(4)) tt_case(64, 64, 128, 8, 0, 3, 8, 0, 9104);
     /* 2. */
     if (test_part(5)) dlog_case(1000 + 13, 40, 9200);
     if (test_part(6)) dlog_case(77, 37, 9201);
@@ -268,11 +306,18 @@ static void run_all(void) {
     if (test_part(13)) combine_case(99, 11, 5, 20, 0, 9304);
     /* the boundaries: Dv = 32 with a partial variable chunk, an odd Dv, the dlog tile's widest F
      * (48,640 bytes of shared memory) and the first F past it, the float4 combine's variable tail at Dv = 32 */
-    if (test_part(14)) tt_case(300, 290, 500, 40, 45, 32, 1, 9105);
-    if (test_part(15)) tt_case(128, 120, 300, 20, 9, 7, 0, 9106);
+    if (test_part(14)) tt_case(300, 290, 500, 40, 0, 45, 32, 1, 9105);
+    if (test_part(15)) tt_case(128, 120, 300, 20, 0, 9, 7, 0, 9106);
     if (test_part(16)) dlog_case(100, 95, 9204);
     if (test_part(17)) dlog_case(70, 96, 9205);
     if (test_part(18)) combine_case(257, 45, 32, 40, 0, 9305);
+    /* bars of 1 to 200 rows (the --segment minibatches: the group tails of 1 to 3 rows, srow windows of 32
+     * crossed, full groups), 37 or 13 bars (not a multiple of the 4 warps a block, nor of the items' 5 or
+     * 2 chunks a bar); the combine through the same index */
+    if (test_part(19)) tt_case(tt_runs_total(37) + 9, tt_runs_total(37), 4000, 0, 37, 40, 32, 1, 9107);
+    if (test_part(20)) tt_case(tt_runs_total(37) + 9, tt_runs_total(37), 4000, 0, 37, 40, 32, 0, 9108);
+    if (test_part(21)) tt_case(tt_runs_total(13), tt_runs_total(13), 500, 0, 13, 13, 5, 1, 9109);
+    if (test_part(22)) tt_case(tt_runs_total(13) + 1, tt_runs_total(13), 100, 0, 13, 37, 16, 1, 9110);
 }
 #endif
 

@@ -443,9 +443,10 @@ def dlog_kernel(z):
 
 
 def tt_grad(z):
-    """vsn_train_table.cu tt_grad_kernel (a warp a bar, lane c < Dv): reads
+    """vsn_train_table.cu tt_grad_kernel (a warp a (bar, chunk of 8
+    variables), lane c < Dv, a bar's chunks in neighbouring warps): reads
     the table row [P] once a bar, offs [nb + 1], srow [R], dv [R, Dv] and
-    alpha [R, F] (a row's dv F times, from L1/L2); writes dalpha [F, R]
+    alpha [R, F] (a row's dv once a chunk, from L1/L2); writes dalpha [F, R]
     (doubles) and dT [nb, P]. Per (row, variable) the dot dv . t_j 2 Dv,
     acc += alpha dv 2 Dv (double)."""
     R, F, Dv, P, n = z.R, z.F, z.Dv, z.Pv, z.nb

@@ -1,14 +1,19 @@
 """emu_scan_quad_backward.py: a float64 emulation of
 src/model/ssd_scan_quad_backward.cu's index logic, for checking it without a
 GPU: the shared-memory layout as one flat float array (poisoned with NaN, so
-that a read of a region not yet written shows in the outputs), the (X, dY)
-double buffer, the warps' tile deals and k-ranges (the lower tiles of G and
-dW, dX from the last row block, dC and dB; each product as quad_mma's two
-chains of k-steps, even and odd), the row/col-major view each WMMA load
-takes, the elementwise pass's lane mapping and halving row sums, the head
-vectors' lane pairs, suffix scan and dA's prefix form, the epilogue's
-overlays; on strided x, dy, B, C, dt views, H = 4 heads in G = 2 groups,
-P = 16, N = 32.
+that a read of a region not yet written shows in the outputs), the two W
+buffers and the ring of three (X, dY) slots, the phases and their barriers,
+the warps' deals and k-ranges (the lower tiles of G and dW, dX from the last
+row block, dC and dB; each product as quad_mma's two chains of k-steps, even
+and odd), the row/col-major view each WMMA load takes, the elementwise
+pass's lane mapping and halving row sums, the head vectors' lane pairs,
+suffix scan and dA's prefix form, the prologue's and epilogue's overlays; on
+strided x, dy, B, C, dt views, H = 8 heads in G = 2 groups (4 a block: the
+ring goes round), P = 16, N = 32.
+A racecheck at warp granularity rides along (Smem): between two barriers a
+read of what another warp wrote, a write over what another warp read or
+wrote, and any access to a cp.async target before its wait and the barrier
+after it fail an assertion.
 A transcription of the kernel code: keep it in step by hand.
   python3 bench/emu_scan_quad_backward.py [K]         every output against
                                         central differences of the
@@ -20,13 +25,17 @@ A transcription of the kernel code: keep it in step by hand.
                                         rounded to float: each output's
                                         relative error (norm) against the
                                         float64 run
-Pure Python (no numpy): a few seconds."""
+  ... --wide                            H = 2, G = 2 (one head a block), N = 64:
+                                        the epilogue's B, C above dX
+Pure Python (no numpy): tens of seconds at K = 64."""
 import math, random, struct, sys
 
 ARGS = [a for a in sys.argv[1:] if not a.startswith('--')]
 TF32 = '--tf32' in sys.argv
 random.seed(3)
-Bsz, K, H, G, P, N = 2, int(ARGS[0]) if ARGS else 64, 4, 2, 16, 32
+WIDE = '--wide' in sys.argv
+Bsz, K, P = 2, int(ARGS[0]) if ARGS else 64, 16
+H, G, N = (2, 2, 64) if WIDE else (8, 2, 32)
 hg, PAD, WARPS, LOG2E = H // G, 4, 8, 1.4426950408889634
 R, HP, GN = Bsz * K, H * P, G * N
 xs_, dts_, bs_, dys_ = HP + 3, H + 1, GN + 5, HP + 1  # the views' row strides
@@ -53,24 +62,81 @@ def ident(v): return v
 
 # quad_smem_of's offsets (floats; a double takes 2, its value in the first)
 lbc, lw, lx = N + PAD, K + PAD, P + PAD
-region = max(5 * K * lx, 2 * K * lbc)
-oB = 0
-oC = oB + K * lbc
-oW = oC + K * lbc
-odX = oW + K * lw
-orows = odX + K * lx
-odCo, odBo = odX, odX + K * lbc
-ocum = odX + region
+XR, BC = K * lx, K * lbc
+EB = 0 if 2 * BC <= 6 * XR else 7 * XR  # quad_epilogue_floats
+region = max(7 * XR, 2 * XR + 2 * BC, EB + 4 * BC)
+oW = 0
+orows = oW + 2 * K * lw
+odX = orows + 6 * XR
+opB, opC = orows + 2 * XR, orows + 2 * XR + BC
+oeB, oeC, odCo, odBo = orows + EB, orows + EB + BC, orows + EB + 2 * BC, orows + EB + 3 * BC
+ocum = orows + region
 odt = ocum + 2 * hg * K
 ocol = odt + hg * K
 orowz = ocol + WARPS * K
 odpart = orowz + K
 total = odpart + 2 * WARPS
-assert total == 2 * K * lbc + K * lw + region + 2 * hg * K + hg * K + WARPS * K + K + 2 * WARPS  # quad_smem_floats
+assert total == 2 * K * lw + region + 2 * hg * K + hg * K + WARPS * K + K + 2 * WARPS  # quad_smem_floats
+VEC_WARP = 2  # QUAD_VEC_WARP
 
 
-def ox(buf): return orows + 2 * buf * K * lx
-def ody(buf): return ox(buf) + K * lx
+def oWb(buf): return oW + buf * K * lw
+def ox(slot): return orows + 2 * slot * XR
+def ody(slot): return ox(slot) + XR
+
+
+class Smem(list):
+    """The block's shared memory with a racecheck between barriers: each
+    access carries the warp that makes it (sm.warp; ANY: every thread);
+    a read of what another warp wrote in the same phase, a write over what
+    another warp read or wrote in it, and any access to a cp.async target
+    before its wait and barrier raise."""
+    ANY = -1
+
+    def __init__(self, n):
+        super().__init__([float('nan')] * n)
+        self.ph, self.warp, self.rd, self.wr, self.groups, self.pend = 0, 0, {}, {}, [], {}
+
+    def _other(self, u):
+        return u == Smem.ANY or u != self.warp or self.warp == Smem.ANY
+
+    def __getitem__(self, i):
+        assert i not in self.pend, 'phase %d: read of %d, a cp.async target in flight' % (self.ph, i)
+        wp = self.wr.get(i)
+        assert not (wp and wp[0] == self.ph and self._other(wp[1])), 'phase %d: read after write at %d' % (self.ph, i)
+        rp = self.rd.get(i)
+        if rp and rp[0] == self.ph:
+            rp[1].add(self.warp)
+        else:
+            self.rd[i] = (self.ph, {self.warp})
+        return list.__getitem__(self, i)
+
+    def __setitem__(self, i, v):
+        assert i not in self.pend, 'phase %d: write of %d, a cp.async target in flight' % (self.ph, i)
+        wp, rp = self.wr.get(i), self.rd.get(i)
+        assert not (wp and wp[0] == self.ph and self._other(wp[1])), 'phase %d: write after write at %d' % (self.ph, i)
+        assert not (rp and rp[0] == self.ph and any(self._other(u) for u in rp[1])), \
+            'phase %d: write after read at %d' % (self.ph, i)
+        self.wr[i] = (self.ph, self.warp)
+        list.__setitem__(self, i, v)
+
+    def copy_async(self, items):  # one committed group: (address, value) pairs, in flight until waited
+        for i, v in items:
+            self.warp = Smem.ANY
+            self[i] = v
+        self.groups.append([i for i, _ in items])
+        for i, _ in items:
+            self.pend[i] = True
+
+    def wait_prior(self, n):  # __pipeline_wait_prior(n): the groups but the newest n land by the next barrier
+        done, self.groups = self.groups[:len(self.groups) - n], self.groups[len(self.groups) - n:]
+        self.landed = getattr(self, 'landed', []) + done
+
+    def barrier(self):
+        for grp in getattr(self, 'landed', []):
+            for i in grp:
+                self.pend.pop(i, None)
+        self.landed, self.ph = [], self.ph + 1
 
 
 def run(rt, rf):
@@ -79,11 +145,12 @@ def run(rt, rf):
     dB, dC = [None] * (R * GN), [None] * (R * GN)
     partA, partD = [None] * (Bsz * H), [None] * (Bsz * H)
     l16, p16, n16 = K // 16, P // 16, N // 16
+    ntri, ndx = l16 * (l16 + 1) // 2, l16 * p16
 
     for blk in range(Bsz * G):
         b, g = blk // G, blk % G
         h0 = g * hg
-        sm = [float('nan')] * total
+        sm = Smem(total)
 
         def mma(acc, a, lda, arow, bb, ldb, brow, kn):  # acc = A B, quad_mma: ssd_tc::mma's views, two chains
             assert kn % 16 == 0
@@ -100,63 +167,102 @@ def run(rt, rf):
                 for j in range(16):
                     sm[out + i * ld + j] = acc[i][j]
 
-        def lower_abt(a, bb, ld, kn, out, lo):  # quad_lower_abt (every warp's tiles)
-            for ti in range(l16):
-                for si in range(ti + 1):
-                    acc = [[0.0] * 16 for _ in range(16)]
-                    mma(acc, a + 16 * ti * ld, ld, True, bb + 16 * si * ld, ld, False, kn)
-                    store(out + 16 * ti * lo + 16 * si, lo, acc)
+        def abt_tile(a, bb, ld, kn, tile, out, lo):  # quad_abt_tile
+            ti = 0
+            while (ti + 1) * (ti + 2) // 2 <= tile:
+                ti += 1
+            si = tile - ti * (ti + 1) // 2
+            acc = [[0.0] * 16 for _ in range(16)]
+            mma(acc, a + 16 * ti * ld, ld, True, bb + 16 * si * ld, ld, False, kn)
+            store(out + 16 * ti * lo + 16 * si, lo, acc)
 
-        def stage_head(h, buf):
+        def dx_tile(Wo, dYo, tile):  # quad_dx_tile
+            si, pi = l16 - 1 - tile // p16, tile % p16
+            t0 = 16 * si
+            acc = [[0.0] * 16 for _ in range(16)]
+            mma(acc, Wo + t0 * lw + t0, lw, False, dYo + t0 * lx + 16 * pi, lx, True, K - t0)
+            store(odX + t0 * lx + 16 * pi, lx, acc)
+
+        def stage_head(h, slot):  # quad_stage_head: one group
+            items = []
             for t in range(K):
                 for p in range(P):
                     r = b * K + t
-                    sm[ox(buf) + t * lx + p] = x[r * xs_ + h * P + p]
-                    sm[ody(buf) + t * lx + p] = dy[r * dys_ + h * P + p]
+                    items += [(ox(slot) + t * lx + p, x[r * xs_ + h * P + p]),
+                              (ody(slot) + t * lx + p, dy[r * dys_ + h * P + p])]
+            sm.copy_async(items)
 
-        # prologue
-        for t in range(K):
-            for n in range(N):
-                sm[oB + t * lbc + n] = Bm[(b * K + t) * bs_ + g * N + n]
-                sm[oC + t * lbc + n] = Cm[(b * K + t) * bs_ + g * N + n]
+        def stage_bc(oBo, oCo):  # B and C's rows, one group
+            items = []
+            for t in range(K):
+                for n in range(N):
+                    items += [(oBo + t * lbc + n, Bm[(b * K + t) * bs_ + g * N + n]),
+                              (oCo + t * lbc + n, Cm[(b * K + t) * bs_ + g * N + n])]
+            sm.copy_async(items)
+
+        def store_rows(src, ls, cols, dst, col0, ld):  # quad_store_rows: row t by warp t % 8
+            for t in range(K):
+                sm.warp = t % WARPS
+                for c in range(cols):
+                    dst[(b * K + t) * ld + col0 + c] = sm[src + t * ls + c]
+
+        # P0
+        stage_bc(opB, opC)
         stage_head(h0, 0)
+        sm.warp = Smem.ANY
         for i in range(hg * K):
             t, j = i // hg, i % hg
             sm[odt + j * K + t] = dt[(b * K + t) * dts_ + h0 + j]
-        for j in range(hg):  # quad_cum: the warp's scan is a prefix sum
+        sm.wait_prior(0)
+        sm.barrier()  # b0
+        # P1
+        for j in range(hg):  # quad_cum (warp j % 8): the warp's scan is a prefix sum
+            sm.warp = j % WARPS
             c = 0.0
             for i in range(K):
                 c += sm[odt + j * K + i] * A[h0 + j]
                 sm[ocum + 2 * (j * K + i)] = c * LOG2E
-        lower_abt(oC, oB, lbc, N, oW, lw)
-        Gr, dGr = {}, {}
-        for w in range(WARPS):
-            for lane in range(32):
-                for i in range(8):
-                    for jj in range(2):
-                        t, s = w + 8 * i, lane + 32 * jj
-                        Gr[w, lane, i, jj] = sm[oW + t * lw + s] if t < K and s <= t else 0.0
-                        dGr[w, lane, i, jj] = 0.0
+        for task in range(2 * ntri):
+            sm.warp = task % WARPS
+            if task < ntri:
+                abt_tile(opC, opB, lbc, N, task, oWb(1), lw)
+            else:
+                abt_tile(ody(0), ox(0), lx, P, task - ntri, oWb(0), lw)
+        sm.barrier()  # b1
 
+        Gr, dGr = {}, {}
         for j in range(hg):
-            h, buf = h0 + j, j & 1
-            Xo, dYo, dto, cumo = ox(buf), ody(buf), odt + j * K, ocum + 2 * j * K
-            if j + 1 < hg:
-                stage_head(h + 1, buf ^ 1)
+            h, slot = h0 + j, j % 3
+            nxt, later = (slot + 1) % 3, (slot + 2) % 3
+            Wj, Wn = oWb(j & 1), oWb((j + 1) & 1)
+            dto, cumo = odt + j * K, ocum + 2 * j * K
+            # E(j)
+            if j == 0 and hg > 1:
+                stage_head(h + 1, nxt)
+            if j + 2 < hg:
+                stage_head(h + 2, later)
             if j > 0:
-                for t in range(K):
-                    for p in range(P):
-                        dx[(b * K + t) * HP + (h - 1) * P + p] = sm[odX + t * lx + p]
+                store_rows(odX, lx, P, dx, (h - 1) * P, HP)
+            Xo, dYo = ox(slot), ody(slot)
             for w in range(WARPS):  # dD's shares
+                sm.warp = w
                 pf = 0.0
                 for t in range(w, K, 8):
                     for p in range(P):
                         pf = rf(pf + sm[dYo + t * lx + p] * sm[Xo + t * lx + p])
                 sm[odpart + 2 * w] = pf
-            lower_abt(dYo, Xo, lx, P, oW, lw)
-            # | quad_elementwise
-            D = Dsk[h]
+            if j == 0:
+                for w in range(WARPS):
+                    sm.warp = w
+                    for lane in range(32):
+                        for i in range(8):
+                            for jj in range(2):
+                                t, s = w + 8 * i, lane + 32 * jj
+                                Gr[w, lane, i, jj] = sm[oWb(1) + t * lw + s] if t < K and s <= t else 0.0
+                                dGr[w, lane, i, jj] = 0.0
+            D = Dsk[h]  # quad_elementwise on W[j & 1]
             for w in range(WARPS):
+                sm.warp = w
                 lanes_rz, colz = [], [[0.0, 0.0] for _ in range(32)]
                 for lane in range(32):
                     rz = [0.0] * 8
@@ -169,7 +275,7 @@ def run(rt, rf):
                             s = lane + 32 * jj
                             if s >= K:
                                 continue
-                            at = oW + t * lw + s
+                            at = Wj + t * lw + s
                             if s > t:
                                 sm[at] = 0.0
                                 continue
@@ -204,14 +310,17 @@ def run(rt, rf):
                         s = lane + 32 * jj
                         if s < K:
                             sm[ocol + w * K + s] = colz[lane][jj]
-            # | dX's tiles, the last row block first
-            for tile in range(l16 * p16):
-                si, pi = l16 - 1 - tile // p16, tile % p16
-                t0 = 16 * si
-                acc = [[0.0] * 16 for _ in range(16)]
-                mma(acc, oW + t0 * lw + t0, lw, False, dYo + t0 * lx + 16 * pi, lx, True, K - t0)
-                store(odX + t0 * lx + 16 * pi, lx, acc)
-            # quad_head_vectors (warp 0; lane l has s = 2l, 2l+1)
+            sm.wait_prior(1 if j + 2 < hg else 0)
+            sm.barrier()  # e_j
+            # M(j): dX(j) beside dW(j+1), one deal
+            for task in range(ndx + (ntri if j + 1 < hg else 0)):
+                sm.warp = task % WARPS
+                if task < ndx:
+                    dx_tile(Wj, dYo, task)
+                else:
+                    abt_tile(ody(nxt), ox(nxt), lx, P, task - ndx, Wn, lw)
+            # quad_head_vectors (warp VEC_WARP; lane l has s = 2l, 2l+1)
+            sm.warp = VEC_WARP
             dd, dc, dtv = [0.0] * 64, [0.0] * 64, [0.0] * 64
             for s in range(K):
                 dd[s] = sum(sm[ocol + w * K + s] for w in range(WARPS))
@@ -228,31 +337,38 @@ def run(rt, rf):
             T = [sum(dtv[:s + 1]) for s in range(64)]  # dA's partial the other way round: sum_t dcum[t] T[t]
             partA[b * H + h] = rf(sum(dc[s] * T[s] for s in range(64)))
             partD[b * H + h] = rf(sum(sm[odpart + 2 * w] for w in range(WARPS)))
+            if j == hg - 1:  # dG into the free W
+                for (w, lane, i, jj), v in dGr.items():
+                    sm.warp = w
+                    t, s = w + 8 * i, lane + 32 * jj
+                    if t < K and s < K:
+                        sm[Wn + t * lw + s] = v
+            sm.barrier()  # m_j
 
-        # epilogue
-        for t in range(K):
-            for p in range(P):
-                dx[(b * K + t) * HP + (h0 + hg - 1) * P + p] = sm[odX + t * lx + p]
-        for (w, lane, i, jj), v in dGr.items():
-            t, s = w + 8 * i, lane + 32 * jj
-            if t < K and s < K:
-                sm[oW + t * lw + s] = v
+        # X1
+        stage_bc(oeB, oeC)
+        store_rows(odX, lx, P, dx, (h0 + hg - 1) * P, HP)
+        sm.wait_prior(0)
+        sm.barrier()  # x1
+        # X2
+        oG = oWb(hg & 1)
         for tile in range(2 * l16 * n16):
+            sm.warp = tile % WARPS
             acc = [[0.0] * 16 for _ in range(16)]
             if tile < l16 * n16:
                 ti, ni = tile // n16, tile % n16
-                mma(acc, oW + 16 * ti * lw, lw, True, oB + 16 * ni, lbc, True, 16 * (ti + 1))
+                mma(acc, oG + 16 * ti * lw, lw, True, oeB + 16 * ni, lbc, True, 16 * (ti + 1))
                 store(odCo + 16 * ti * lbc + 16 * ni, lbc, acc)
             else:
                 k = tile - l16 * n16
                 si, ni = k // n16, k % n16
                 t0 = 16 * si
-                mma(acc, oW + t0 * lw + t0, lw, False, oC + t0 * lbc + 16 * ni, lbc, True, K - t0)
+                mma(acc, oG + t0 * lw + t0, lw, False, oeC + t0 * lbc + 16 * ni, lbc, True, K - t0)
                 store(odBo + t0 * lbc + 16 * ni, lbc, acc)
-        for t in range(K):
-            for n in range(N):
-                dC[(b * K + t) * GN + g * N + n] = sm[odCo + t * lbc + n]
-                dB[(b * K + t) * GN + g * N + n] = sm[odBo + t * lbc + n]
+        sm.barrier()  # x2
+        # X3
+        store_rows(odCo, lbc, N, dC, g * N, GN)
+        store_rows(odBo, lbc, N, dB, g * N, GN)
 
     out = {'dx': dx, 'ddt': ddt, 'dB': dB, 'dC': dC, 'dA': [sum(partA[b * H + h] for b in range(Bsz)) for h in range(H)],
            'dD': [sum(partD[b * H + h] for b in range(Bsz)) for h in range(H)]}

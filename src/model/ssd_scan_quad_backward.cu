@@ -2,7 +2,8 @@
  * whole window as one chunk, in the quadratic (attention-like) form, a
  * block a (window b, group g) that runs the group's heads in order, its
  * products on the tensor cores (TF32 WMMA: quad_mma, cuda/ssd_chunk_tc.cuh's
- * mma with two accumulator chains, bench/notes-quadbwd.md).
+ * mma with two accumulator chains, bench/notes-quadbwd.md), head j's dX
+ * beside head j+1's dW (bench/notes-quadbwd2.md).
  * A window of K <= 64 rows has no state to carry: no chunk walk, no state
  * gradients, and dB, dC, summed over the group's heads inside the block,
  * are written straight to dB, dC (no per-head partials, no reduce_group).
@@ -20,24 +21,39 @@
  * (t, s) with s < i <= t of R[t,s], R = Z below the diagonal, is the
  * column sums minus the row sums of Z, summed from the bottom.
  *
- * Shared memory (quad_smem; 104 KB at the default shape: 2 blocks an SM),
- * every region on 32 bytes, WMMA row strides 4 mod 32 floats:
- *     B, C [K, N+4]; W [K, K+4] (G, then each head's dW, then W + D I, at
- *     the end dG); the region: dX [K, P+4] and two (X, dY) pairs [K, P+4]
- *     (head h+1's come by cp.async during head h), at the end dC, dB
- *     [K, N+4] over them; cum [H/G, K] doubles (times log2 e), dt [H/G, K], the column
- *     sums' warp shares [8, K], rowsum Z [K], the dD warp shares [8].
+ * Shared memory (quad_smem; 112,960 B at the default shape: 2 blocks an
+ * SM), every region on 32 bytes, WMMA row strides 4 mod 32 floats:
+ *     W0, W1 [K, K+4] (head j's dW, then W + D I, in W[j & 1]; G in W1
+ *     before head 0; dG in W[hg & 1] after the last head); the region:
+ *     ring slots r = 0, 1, 2 of (X, dY) [K, P+4] each (head j in slot
+ *     j % 3), dX [K, P+4] after them; in the prologue slot 0, B, C [K,
+ *     N+4] over slots 1, 2 (and dX); in the epilogue B, C, dC, dB [K, N+4]
+ *     from its start (B, C below dX when they fit there, else above it:
+ *     quad_epilogue_floats); cum [H/G, K] doubles (times log2 e), dt [H/G,
+ *     K], the column sums' warp shares [8, K], rowsum Z [K], the dD warp
+ *     shares [8]. B and C are not resident: staged for G, staged again
+ *     for dC, dB.
  * Each thread keeps G and the group's dG at its 8 x 2 elements (rows
  * warp + 8i, columns lane + 32j) in registers for the whole block.
- * Phases (barriers: 2, then 3 a head, then 3):
- *     prologue: stage B, C, head 0's X, dY; dt of every head; | cum of
- *       each head (a warp a head), G's lower tiles into W; | G to registers
- *     head h: | head h+1's X, dY issued; head h-1's dX to global; dD's
- *       shares; dW's lower tiles into W; | the elementwise pass (dG, row
- *       and column sums of Z, W + D I into W); | dX's tiles; warp 0
- *       the head's vectors (dd, da, ddt to global, the dA, dD partials)
- *     epilogue: | the last dX to global, dG into W; | dC, dB tiles; | dC,
- *       dB to global.
+ * Phases, each ended by a barrier (2 + 2 a head + 2; bench/notes-quadbwd2.md):
+ *     P0: stage B, C, head 0 (slot 0), dt of every head; wait  | b0
+ *     P1: cum of each head (a warp a head); G's lower tiles into W1 and
+ *       head 0's dW lower tiles into W0, one deal  | b1
+ *     E(j): head 1 (j = 0) and head j+2 issued into their slots; dX(j-1)
+ *       to global; head j's dD shares; G to registers (j = 0); the
+ *       elementwise pass on W[j & 1]; wait for head j+1's rows  | e_j
+ *     M(j): dX(j)'s tiles (W[j & 1], slot j's dY) and head j+1's dW lower
+ *       tiles (slot j+1, into W[(j+1) & 1]), one deal; warp
+ *       QUAD_VEC_WARP the head's vectors (dd, da, ddt to global, the dA,
+ *       dD partials); at the last head dG into W[hg & 1]  | m_j
+ *     X1: B, C staged again (over the slots); the last dX to global;
+ *       wait  | x1;  X2: dC, dB tiles (over dX)  | x2;  X3: dC, dB to global.
+ * Every buffer is written after the barrier that ends its last read:
+ * slot (j+2) % 3 (written from E(j) to e_{j+1}) was last read by head
+ * j-1 in M(j-1); W[(j+1) & 1] (M(j)) by dX(j-1) in M(j-1) (W1's G: E(0));
+ * dX (M(j)) by its store in E(j); the shares (E(j)) by head j-1's vectors
+ * in M(j-1); the epilogue's B, C by M(hg-1), and they miss dX (read in
+ * X1); dC, dB (X2) over dX, read in X1.
  * Deterministic: every output has one owner and a fixed summation order
  * (no atomics); the partials reach dA, dD through ssd.cu's reduce_head.
  * Taken (st_cuda_ssd_scan_quad_fits) in bf16 matrix-product mode with
@@ -46,10 +62,11 @@
  * otherwise ssd.cu runs the scan backward or the chunk-parallel kernels
  * as before. Within TF32 rounding of the float64 recurrence (bf16 mode's
  * bound 2e-2; bench/notes-scan-quad-backward.md).
- * bench/emu_scan_quad_backward.py emulates this file's layout, tile deals,
- * k-ranges and lane mappings in float64 against central differences of
- * the recurrence (and with TF32 rounding: ~4e-4 relative); keep it in step
- * with this file. */
+ * bench/emu_scan_quad_backward.py emulates this file's layout, phases,
+ * tile deals, k-ranges and lane mappings in float64 against central
+ * differences of the recurrence (and with TF32 rounding: ~4e-4 relative),
+ * with a racecheck of the phases at warp granularity; keep it in step with
+ * this file. */
 #include <limits.h>
 
 #include "cuda/check.h"
@@ -74,22 +91,33 @@ extern "C" {
 
 /* Where the layout's regions lie (offsets in floats, see the top). */
 struct quad_smem {
-    float *B, *C, *W, *dX, *dCo, *dBo;
-    float *rows; /* the (X, dY) pairs: pair j's X at rows + 2 j K lx, its dY K lx further (quad_x, quad_dy) */
+    float *W;   /* W0; W1 K lw further (quad_w) */
+    float *rows; /* the region: ring slot r's X at rows + 2 r K lx, its dY K lx further (quad_x, quad_dy) */
+    float *dX, *pB, *pC, *eB, *eC, *dCo, *dBo; /* dX, the prologue's B, C, the epilogue's B, C, dC, dB */
     double *cum, *dpart;
     float *dt, *colpart, *rowz;
     int lbc, lw, lx; /* row strides: B and C (and dC, dB), W, X and dY (and dX) */
 };
 
-/* Floats of the region that holds dX and the (X, dY) pairs, then dC, dB. */
+/* Where the epilogue's B lies in the region: below dX (at 6 K lx) when B
+ * and C fit there, else above it. */
+static inline __host__ __device__ size_t quad_epilogue_floats(int K, int P, int N) {
+    const size_t x = (size_t)K * (size_t)(P + SSD_TC_PAD), bc = (size_t)K * (size_t)(N + SSD_TC_PAD);
+    return 2 * bc <= 6 * x ? 0 : 7 * x;
+}
+
+/* Floats of the region: the heads' ring of three (X, dY) slots and dX,
+ * the prologue's slot 0, B, C, the epilogue's B, C, dC, dB. */
 static inline __host__ __device__ size_t quad_region_floats(int K, int P, int N) {
-    const size_t rows = 5 * (size_t)K * (size_t)(P + SSD_TC_PAD), outs = 2 * (size_t)K * (size_t)(N + SSD_TC_PAD);
-    return rows > outs ? rows : outs;
+    const size_t x = (size_t)K * (size_t)(P + SSD_TC_PAD), bc = (size_t)K * (size_t)(N + SSD_TC_PAD);
+    const size_t heads = 7 * x, pro = 2 * x + 2 * bc, epi = quad_epilogue_floats(K, P, N) + 4 * bc;
+    const size_t m = heads > pro ? heads : pro;
+    return m > epi ? m : epi;
 }
 
 static inline __host__ __device__ size_t quad_smem_floats(int K, int hg, int P, int N) {
-    const size_t k = (size_t)K, bc = k * (size_t)(N + SSD_TC_PAD), w = k * (size_t)(K + SSD_TC_PAD);
-    return 2 * bc + w + quad_region_floats(K, P, N) + 2 * (size_t)hg * k /* cum */ + (size_t)hg * k + SSD_TC_WARPS * k +
+    const size_t k = (size_t)K, w = k * (size_t)(K + SSD_TC_PAD);
+    return 2 * w + quad_region_floats(K, P, N) + 2 * (size_t)hg * k /* cum */ + (size_t)hg * k + SSD_TC_WARPS * k +
            k + 2 * SSD_TC_WARPS /* dpart */;
 }
 
@@ -97,13 +125,12 @@ __device__ static inline quad_smem quad_smem_of(float *base, int K, int hg, int 
     quad_smem m;
     m.lbc = N + SSD_TC_PAD, m.lw = K + SSD_TC_PAD, m.lx = P + SSD_TC_PAD;
     const size_t bc = (size_t)K * m.lbc, x = (size_t)K * m.lx;
-    m.B = base;
-    m.C = m.B + bc;
-    m.W = m.C + bc;
-    m.dX = m.W + (size_t)K * m.lw;
-    m.rows = m.dX + x;
-    m.dCo = m.dX, m.dBo = m.dCo + bc;
-    m.cum = (double *)(m.dX + quad_region_floats(K, P, N));
+    m.W = base;
+    m.rows = m.W + 2 * (size_t)K * m.lw;
+    m.dX = m.rows + 6 * x;
+    m.pB = m.rows + 2 * x, m.pC = m.pB + bc;
+    m.eB = m.rows + quad_epilogue_floats(K, P, N), m.eC = m.eB + bc, m.dCo = m.eC + bc, m.dBo = m.dCo + bc;
+    m.cum = (double *)(m.rows + quad_region_floats(K, P, N));
     m.dt = (float *)(m.cum + (size_t)hg * K);
     m.colpart = m.dt + (size_t)hg * K;
     m.rowz = m.colpart + (size_t)SSD_TC_WARPS * K;
@@ -111,13 +138,17 @@ __device__ static inline quad_smem quad_smem_of(float *base, int K, int hg, int 
     return m;
 }
 
-/* Buffer buf's X and dY (an offset, not an array of pointers indexed at
- * run time: that puts the whole struct in local memory). */
-__device__ static inline float *quad_x(const quad_smem &m, int K, int buf) {
-    return m.rows + (size_t)(2 * buf) * K * m.lx;
+/* W buffer buf (0, 1), slot `slot`'s X and dY (0, 1, 2): offsets, not
+ * arrays of pointers indexed at run time (that puts the whole struct in
+ * local memory). */
+__device__ static inline float *quad_w(const quad_smem &m, int K, int buf) {
+    return m.W + (size_t)buf * K * m.lw;
 }
-__device__ static inline float *quad_dy(const quad_smem &m, int K, int buf) {
-    return quad_x(m, K, buf) + (size_t)K * m.lx;
+__device__ static inline float *quad_x(const quad_smem &m, int K, int slot) {
+    return m.rows + (size_t)(2 * slot) * K * m.lx;
+}
+__device__ static inline float *quad_dy(const quad_smem &m, int K, int slot) {
+    return quad_x(m, K, slot) + (size_t)K * m.lx;
 }
 
 /* Where the kernel writes besides ssd_dev_args' dx, ddt. */
@@ -126,12 +157,13 @@ struct quad_out {
     int dB_stride, dC_stride;
 };
 
-/* Head h's rows of x and dy into buffer `buf` by cp.async (committed). */
-__device__ static inline void quad_stage_head(const ssd_dev_args &a, const quad_smem &m, size_t row0, int h, int buf) {
+/* Head h's rows of x and dy into ring slot `slot` by cp.async (one
+ * committed group). */
+__device__ static inline void quad_stage_head(const ssd_dev_args &a, const quad_smem &m, size_t row0, int h, int slot) {
     const size_t col = (size_t)h * (size_t)a.P;
-    tc_stage_rows<ssd_shape_any>(a.x + row0 * (size_t)a.x_stride + col, a.x_stride, a.K, a.P, quad_x(m, a.K, buf),
+    tc_stage_rows<ssd_shape_any>(a.x + row0 * (size_t)a.x_stride + col, a.x_stride, a.K, a.P, quad_x(m, a.K, slot),
                                  m.lx);
-    tc_stage_rows<ssd_shape_any>(a.dy + row0 * (size_t)a.dy_stride + col, a.dy_stride, a.K, a.P, quad_dy(m, a.K, buf),
+    tc_stage_rows<ssd_shape_any>(a.dy + row0 * (size_t)a.dy_stride + col, a.dy_stride, a.K, a.P, quad_dy(m, a.K, slot),
                                  m.lx);
     __pipeline_commit();
 }
@@ -321,11 +353,13 @@ __device__ static inline float quad_rows_sum(float (&v)[QUAD_ROWS]) {
     return r;
 }
 
-/* Head h's elementwise pass over the thread's register tile, dW in W on
- * entry and W + D I there on exit (0 above the diagonal): dG += dW L dt_s;
+/* Head h's elementwise pass over the thread's register tile, dW in W (the
+ * head's buffer) on entry and W + D I there on exit (0 above the
+ * diagonal), each element rewritten by the thread that reads it: dG += dW L dt_s;
  * Z = dW G L dt_s, its row sums (quad_rows_sum) into rowz and its column
  * sums (dt_s left out: dd) as the warp's shares into colpart. */
-__device__ static inline void quad_elementwise(const quad_smem &m, int K, const double *cum, const float *dt, float D,
+__device__ static inline void quad_elementwise(const quad_smem &m, float *W, int K, const double *cum, const float *dt,
+                                               float D,
                                                const float (&G)[QUAD_ROWS][QUAD_COLS],
                                                float (&dG)[QUAD_ROWS][QUAD_COLS]) {
     const int w = ssd_tc::warp_id(), lane = ssd_tc::lane();
@@ -346,7 +380,7 @@ __device__ static inline void quad_elementwise(const quad_smem &m, int K, const 
         for (int j = 0; j < QUAD_COLS; j++) {
             const int s = lane + 32 * j;
             if (s >= K) continue;
-            float *at = m.W + (size_t)t * m.lw + s;
+            float *at = W + (size_t)t * m.lw + s;
             if (s > t) {
                 *at = 0.0f;
                 continue;
@@ -368,106 +402,143 @@ __device__ static inline void quad_elementwise(const quad_smem &m, int K, const 
     }
 }
 
-/* The lower 16 x 16 tiles (si <= ti) of out = a b^T (a, b [l16 16, kn] at
- * row stride ld; out at row stride lo), dealt out over the warps in row
- * order; the tiles above the diagonal are not written. */
-__device__ static inline void quad_lower_abt(const float *a, const float *b, int ld, int kn, int l16, float *out,
-                                             int lo) {
+/* Lower 16 x 16 tile `tile` (in row order: (0, 0), (1, 0), (1, 1), ...)
+ * of out = a b^T (a, b [K, kn] at row stride ld; out at row stride lo). */
+__device__ static inline void quad_abt_tile(const float *a, const float *b, int ld, int kn, int tile, float *out,
+                                            int lo) {
     using namespace ssd_tc;
-    int tile = 0;
-    for (int ti = 0; ti < l16; ti++)
-        for (int si = 0; si <= ti; si++, tile++) {
-            if (tile % SSD_TC_WARPS != warp_id()) continue;
-            acc_t acc; /* b^T as B col-major */
-            quad_mma<true, false>(acc, a + (size_t)16 * ti * ld, ld, b + (size_t)16 * si * ld, ld, kn);
-            wmma::store_matrix_sync(out + (size_t)16 * ti * lo + 16 * si, acc, lo, wmma::mem_row_major);
-        }
+    int ti = 0;
+    while ((ti + 1) * (ti + 2) / 2 <= tile)
+        ti++;
+    const int si = tile - ti * (ti + 1) / 2;
+    acc_t acc; /* b^T as B col-major */
+    quad_mma<true, false>(acc, a + (size_t)16 * ti * ld, ld, b + (size_t)16 * si * ld, ld, kn);
+    wmma::store_matrix_sync(out + (size_t)16 * ti * lo + 16 * si, acc, lo, wmma::mem_row_major);
 }
+
+/* dX tile `tile`: dX[s, p] = sum_{t>=s} W'[t, s] dY[t, p] (W' = W + D I
+ * in W), the last row tiles (the shortest sums) first. */
+__device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, const float *dY, int K, int p16,
+                                           int tile) {
+    using namespace ssd_tc;
+    const int si = K / 16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
+    acc_t acc;
+    quad_mma<false, true>(acc, W + (size_t)t0 * m.lw + t0, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, K - t0);
+    wmma::store_matrix_sync(m.dX + (size_t)t0 * m.lx + 16 * pi, acc, m.lx, wmma::mem_row_major);
+}
+
+/* The warp that takes the head's vectors in phase M: one of the two with
+ * the fewest k-steps there at the default shape (dX's 4 and one dW tile;
+ * bench/notes-quadbwd2.md). */
+#define QUAD_VEC_WARP 2
+static_assert(QUAD_VEC_WARP < SSD_TC_WARPS, "the vectors' warp exists");
 
 static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kernel(ssd_dev_args a, quad_out o) {
     using namespace ssd_tc;
     extern __shared__ __align__(128) float sm_quad[];
     const int K = a.K, P = a.P, N = a.N, hg = a.H / a.G, l16 = K / 16, p16 = P / 16, n16 = N / 16;
+    const int ntri = l16 * (l16 + 1) / 2, ndx = l16 * p16; /* lower tiles of G, dW; dX's tiles */
     const int b = (int)(blockIdx.x / (unsigned)a.G), g = (int)(blockIdx.x % (unsigned)a.G), h0 = g * hg;
     const int w = warp_id(), lane = ssd_tc::lane();
     const size_t row0 = (size_t)b * (size_t)K;
     const quad_smem m = quad_smem_of(sm_quad, K, hg, P, N);
 
-    /* prologue */
-    tc_stage_rows<ssd_shape_any>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.B, m.lbc);
-    tc_stage_rows<ssd_shape_any>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.C, m.lbc);
+    /* P0: B, C (over slots 1, 2 and dX), head 0 into slot 0, dt */
+    tc_stage_rows<ssd_shape_any>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.pB, m.lbc);
+    tc_stage_rows<ssd_shape_any>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.pC, m.lbc);
     quad_stage_head(a, m, row0, h0, 0);
     for (int i = threadIdx.x; i < hg * K; i += SSD_THREADS) { /* consecutive threads along a row's heads */
         const int t = i / hg, j = i % hg;
         m.dt[j * K + t] = a.dt[(row0 + (size_t)t) * (size_t)a.dt_stride + (size_t)(h0 + j)];
     }
     tc_stage_wait();
-    __syncthreads();
+    __syncthreads(); /* b0 */
+    /* P1: cum; G[t, s] = C_t . B_s into W1 and head 0's dW[t, s] = dY_t . X_s
+     * into W0, their lower tiles dealt as one list */
     for (int j = w; j < hg; j += SSD_TC_WARPS)
         quad_cum(m.dt + (size_t)j * K, (double)a.A[h0 + j], K, m.cum + (size_t)j * K);
-    quad_lower_abt(m.C, m.B, m.lbc, N, l16, m.W, m.lw); /* G[t, s] = C_t . B_s */
-    __syncthreads();
-    float G[QUAD_ROWS][QUAD_COLS], dG[QUAD_ROWS][QUAD_COLS];
-#pragma unroll
-    for (int i = 0; i < QUAD_ROWS; i++)
-#pragma unroll
-        for (int j = 0; j < QUAD_COLS; j++) {
-            const int t = w + SSD_TC_WARPS * i, s = lane + 32 * j;
-            G[i][j] = t < K && s <= t ? m.W[(size_t)t * m.lw + s] : 0.0f, dG[i][j] = 0;
-        }
+    for (int task = w; task < 2 * ntri; task += SSD_TC_WARPS) {
+        if (task < ntri)
+            quad_abt_tile(m.pC, m.pB, m.lbc, N, task, quad_w(m, K, 1), m.lw);
+        else
+            quad_abt_tile(quad_dy(m, K, 0), quad_x(m, K, 0), m.lx, P, task - ntri, quad_w(m, K, 0), m.lw);
+    }
+    __syncthreads(); /* b1 */
 
-    for (int j = 0; j < hg; j++) {
-        const int h = h0 + j, buf = j & 1;
-        const float *X = quad_x(m, K, buf), *dY = quad_dy(m, K, buf), *dt = m.dt + (size_t)j * K;
-        tc_stage_wait(); /* head j's rows (issued a head ago; the prologue's for j = 0) */
-        __syncthreads(); /* they are everyone's; the last head's dX is complete, its W and rows read */
-        if (j + 1 < hg) quad_stage_head(a, m, row0, h + 1, buf ^ 1);
+    float G[QUAD_ROWS][QUAD_COLS], dG[QUAD_ROWS][QUAD_COLS];
+    for (int j = 0, slot = 0; j < hg; j++, slot = slot == 2 ? 0 : slot + 1) {
+        const int h = h0 + j, next = slot == 2 ? 0 : slot + 1, later = next == 2 ? 0 : next + 1;
+        float *Wj = quad_w(m, K, j & 1), *Wn = quad_w(m, K, (j + 1) & 1);
+        const float *dt = m.dt + (size_t)j * K;
+        /* E(j): heads j+1 (j = 0; later heads come a head earlier) and j+2 in
+         * flight; dX(j-1) out; head j's dD shares and elementwise pass */
+        if (j == 0 && hg > 1) quad_stage_head(a, m, row0, h + 1, next);
+        if (j + 2 < hg) quad_stage_head(a, m, row0, h + 2, later);
         if (j > 0)
             quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h - 1) * P, a.dx_stride);
-        const double pd = quad_warp_sum((double)quad_dd_share(X, dY, m.lx, K, P)); /* dD's: a lane's P K / 256 terms */
-        if (lane == 0) m.dpart[w] = pd;
-        quad_lower_abt(dY, X, m.lx, P, l16, m.W, m.lw); /* dW[t, s] = dY_t . X_s */
-        __syncthreads();
-        quad_elementwise(m, K, m.cum + (size_t)j * K, dt, a.Dskip ? a.Dskip[h] : 0.0f, G, dG);
-        __syncthreads();
-        /* dX[s, p] = sum_{t>=s} W'[t, s] dY[t, p], the last row tiles (the
-         * shortest sums) first: to warp 0, which has the most dW tiles and
-         * the head's vectors */
-        for (int tile = w; tile < l16 * p16; tile += SSD_TC_WARPS) {
-            const int si = l16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
-            acc_t acc;
-            quad_mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx,
-                                  K - t0);
-            wmma::store_matrix_sync(m.dX + (size_t)t0 * m.lx + 16 * pi, acc, m.lx, wmma::mem_row_major);
+        const double pd = quad_warp_sum((double)quad_dd_share(quad_x(m, K, slot), quad_dy(m, K, slot), m.lx, K, P));
+        if (lane == 0) m.dpart[w] = pd; /* dD's: a lane's P K / 256 terms */
+        if (j == 0) {
+            const float *Gs = quad_w(m, K, 1);
+#pragma unroll
+            for (int i = 0; i < QUAD_ROWS; i++)
+#pragma unroll
+                for (int c = 0; c < QUAD_COLS; c++) {
+                    const int t = w + SSD_TC_WARPS * i, s = lane + 32 * c;
+                    G[i][c] = t < K && s <= t ? Gs[(size_t)t * m.lw + s] : 0.0f, dG[i][c] = 0;
+                }
         }
-        if (w == 0) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h);
+        quad_elementwise(m, Wj, K, m.cum + (size_t)j * K, dt, a.Dskip ? a.Dskip[h] : 0.0f, G, dG);
+        if (j + 2 < hg) /* head j+1's copies (all groups but head j+2's) */
+            __pipeline_wait_prior(1);
+        else
+            tc_stage_wait();
+        __syncthreads(); /* e_j */
+        /* M(j): dX(j) from W[j & 1] beside dW(j+1) into W[(j+1) & 1], one
+         * deal; the head's vectors; at the last head dG into the free W */
+        for (int task = w; task < ndx + (j + 1 < hg ? ntri : 0); task += SSD_TC_WARPS) {
+            if (task < ndx)
+                quad_dx_tile(m, Wj, quad_dy(m, K, slot), K, p16, task);
+            else
+                quad_abt_tile(quad_dy(m, K, next), quad_x(m, K, next), m.lx, P, task - ndx, Wn, m.lw);
+        }
+        if (w == QUAD_VEC_WARP) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h);
+        if (j == hg - 1) {
+#pragma unroll
+            for (int i = 0; i < QUAD_ROWS; i++)
+#pragma unroll
+                for (int c = 0; c < QUAD_COLS; c++) {
+                    const int t = w + SSD_TC_WARPS * i, s = lane + 32 * c;
+                    if (t < K && s < K) Wn[(size_t)t * m.lw + s] = dG[i][c]; /* 0 above the diagonal */
+                }
+        }
+        __syncthreads(); /* m_j */
     }
 
-    /* epilogue */
-    __syncthreads(); /* the last dX is complete, W read */
+    /* X1: B, C again (over the slots, not dX); the last dX out */
+    tc_stage_rows<ssd_shape_any>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.eB, m.lbc);
+    tc_stage_rows<ssd_shape_any>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.eC, m.lbc);
+    __pipeline_commit();
     quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h0 + hg - 1) * P, a.dx_stride);
-#pragma unroll
-    for (int i = 0; i < QUAD_ROWS; i++)
-#pragma unroll
-        for (int j = 0; j < QUAD_COLS; j++) {
-            const int t = w + SSD_TC_WARPS * i, s = lane + 32 * j;
-            if (t < K && s < K) m.W[(size_t)t * m.lw + s] = dG[i][j]; /* 0 above the diagonal */
-        }
-    __syncthreads();
+    tc_stage_wait();
+    __syncthreads(); /* x1 */
+    /* X2: dC, dB tiles (over dX) */
+    const float *dGs = quad_w(m, K, hg & 1);
     for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
         acc_t acc;
         if (tile < l16 * n16) { /* dC[t, n] = sum_{s<=t} dG[t, s] B[s, n] */
             const int ti = tile / n16, ni = tile % n16;
-            quad_mma<true, true>(acc, m.W + (size_t)16 * ti * m.lw, m.lw, m.B + 16 * ni, m.lbc, 16 * (ti + 1));
+            quad_mma<true, true>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, m.eB + 16 * ni, m.lbc, 16 * (ti + 1));
             wmma::store_matrix_sync(m.dCo + (size_t)16 * ti * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
         } else { /* dB[s, n] = sum_{t>=s} dG[t, s] C[t, n]: dG^T as A col-major */
             const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
-            quad_mma<false, true>(acc, m.W + (size_t)t0 * m.lw + t0, m.lw, m.C + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
+            quad_mma<false, true>(acc, dGs + (size_t)t0 * m.lw + t0, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
                                   K - t0);
             wmma::store_matrix_sync(m.dBo + (size_t)t0 * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
         }
     }
-    __syncthreads();
+    __syncthreads(); /* x2 */
+    /* X3 */
     quad_store_rows(m.dCo, m.lbc, K, N, o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N, o.dC_stride);
     quad_store_rows(m.dBo, m.lbc, K, N, o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N, o.dB_stride);
 }

@@ -1549,7 +1549,11 @@ static void run_numbered(int i) {
     case 18: /* bf16 mode: the quad backward, a window as one chunk a (window, group) */
         test_scan_quad("quad: default shape", 7, 64, 8, 32, 1, 64, 32, 0, 9000);
         test_scan_quad("quad: H=4 G=2", 9, 64, 4, 32, 2, 64, 32, 0, 9100);
+        /* one head a group (no ring, dG into W1), and 2 K (N+4) > 6 K (P+4): the epilogue's B, C above dX */
+        test_scan_quad("quad: H=2 G=2, P=16 N=64", 5, 32, 2, 16, 2, 64, 16, 0, 9600);
         if (!test_quick()) {
+            test_scan_quad("quad: H=6 G=2 (three heads: the ring of (X, dY) slots once round)", 3, 64, 6, 32, 2, 64, 32, 0,
+                           9700);
             test_scan_quad("quad: K=32", 5, 32, 8, 32, 1, 64, 16, 0, 9200);
             test_scan_quad("quad: K=48 P=16 N=32, H=4 G=2", 3, 48, 4, 16, 2, 32, 16, 0, 9300);
             test_scan_quad("quad: P=64 N=32, H=4 G=2 (two column slices a lane)", 3, 64, 4, 64, 2, 32, 32, 0, 9500);

@@ -504,9 +504,8 @@ def elu_bwd(z, n):
 
 
 def conv_forward(z):
-    """conv1d.cu conv_forward_tile_kernel (a thread per (tile of T rows of a
-    window: 8, or 4 or 2 at small batch; 4 channels), the tile's rows and
-    its W-1 rows of history loaded before any is computed): reads x (zx's xBC
+    """conv1d.cu conv_forward_tile_kernel (a thread per (16-row tile of a
+    window, 4 channels), the last W inputs in registers): reads x (zx's xBC
     columns, [R, Ch] at stride in_proj_out; each value once, plus the W-1
     rows of history before each tile, from cache), w [Ch, W], b; writes
     xBC [R, Ch]. Per value W multiply-adds and SiLU (4)."""

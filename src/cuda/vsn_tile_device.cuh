@@ -28,12 +28,11 @@ template <int CG> __device__ static inline double row_sum(double v) {
     return v;
 }
 
-/* h1[r][k] = ELU(s[r] U[k] + V[k]) over the tile's R rows (default: 4 a
- * thread group), a float4 of one row a step (st_cuda_vsn_rank1's
- * expression); tid is threadIdx.x. */
-template <int DV, int T, int LDH, int R = 4 * (T / (DV / 4))>
+/* h1[r][k] = ELU(s[r] U[k] + V[k]) over the tile's rows, a float4 of one
+ * row a step (st_cuda_vsn_rank1's expression); tid is threadIdx.x. */
+template <int DV, int T, int LDH>
 __device__ static inline void vsn_tile_h1(const float *s, const float *U, const float *V, float *h1, int tid) {
-    constexpr int CG = DV / 4;
+    constexpr int CG = DV / 4, R = 4 * (T / CG);
     for (int u = tid; u < R * CG; u += T) {
         const int r = u / CG, k = 4 * (u % CG);
         const float sj = s[r];
@@ -47,61 +46,59 @@ __device__ static inline void vsn_tile_h1(const float *s, const float *U, const 
     }
 }
 
-/* h2 = h1 W2^T: the thread's NI x 4 outputs (rows rg + RG i, columns
- * cg + CG c) as a register tile, stored to h2. */
-template <int DV, int RG, int LDH, int LDW, int NI = 4>
+/* h2 = h1 W2^T: the thread's 4 x 4 outputs as a register tile, stored to h2. */
+template <int DV, int RG, int LDH, int LDW>
 __device__ static inline void vsn_tile_h2(const float *h1, const float *W2, float *h2, int rg, int cg) {
     constexpr int CG = DV / 4;
-    float h[NI][4];
+    float h[4][4];
 #pragma unroll
-    for (int i = 0; i < NI; i++)
+    for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             h[i][c] = 0;
 #pragma unroll
     for (int k = 0; k < DV; k += 4) {
-        float4 x[NI];
+        float4 x[4];
 #pragma unroll
-        for (int i = 0; i < NI; i++)
+        for (int i = 0; i < 4; i++)
             x[i] = lds4(h1 + (rg + RG * i) * LDH + k);
 #pragma unroll
         for (int c = 0; c < 4; c++) {
             const float4 w = lds4(W2 + (cg + CG * c) * LDW + k);
 #pragma unroll
-            for (int i = 0; i < NI; i++)
+            for (int i = 0; i < 4; i++)
                 fma4(h[i][c], x[i], w);
         }
     }
 #pragma unroll
-    for (int i = 0; i < NI; i++)
+    for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int c = 0; c < 4; c++)
             h2[(rg + RG * i) * LDH + cg + CG * c] = h[i][c];
 }
 
-/* g = h2 Wg^T without its bias, NI rows a thread: g[i][q] is column
- * cg + CG q (q < 4, g1) or DV + cg + CG (q - 4) (its g2), so a thread holds
- * both halves of its gates. */
-template <int DV, int RG, int LDH, int LDW, int NI = 4>
-__device__ static inline void vsn_tile_g(const float *h2, const float *Wg, int rg, int cg, float (&g)[NI][8]) {
+/* g = h2 Wg^T without its bias: g[i][q] is column cg + CG q (q < 4, g1) or
+ * DV + cg + CG (q - 4) (its g2), so a thread holds both halves of its gates. */
+template <int DV, int RG, int LDH, int LDW>
+__device__ static inline void vsn_tile_g(const float *h2, const float *Wg, int rg, int cg, float (&g)[4][8]) {
     constexpr int CG = DV / 4;
 #pragma unroll
-    for (int i = 0; i < NI; i++)
+    for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int q = 0; q < 8; q++)
             g[i][q] = 0;
 #pragma unroll 1 /* not unrolled: unrolled, ptxas hoists the next step's loads and spills */
     for (int k = 0; k < DV; k += 4) {
-        float4 h[NI];
+        float4 h[4];
 #pragma unroll
-        for (int i = 0; i < NI; i++)
+        for (int i = 0; i < 4; i++)
             h[i] = lds4(h2 + (rg + RG * i) * LDH + k);
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             const int o = (q < 4 ? 0 : DV) + cg + CG * (q & 3);
             const float4 w = lds4(Wg + o * LDW + k);
 #pragma unroll
-            for (int i = 0; i < NI; i++)
+            for (int i = 0; i < 4; i++)
                 fma4(g[i][q], h[i], w);
         }
     }

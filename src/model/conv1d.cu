@@ -8,23 +8,17 @@
  *           dw[ch, i] += sum_{b,t} g[t, ch] x[t-W+1+i, ch];  db[ch] += sum g.
  *
  * Widths W <= ST_CONV_MAX_W (W a template argument), built to read each
- * value once: a thread owns a tile of consecutive rows of one window and V
- * adjacent channels (float4 / float2 loads where the pointers, the strides
- * and Ch allow, else V = 1), adjacent threads on adjacent channel groups
- * (coalesced). It keeps the last W inputs in registers, so a tile reads its
- * rows once plus W-1 rows of history (the previous tile's rows: from
- * cache). The forward's tiles are T = 8 rows, all loaded before any is
- * used, fewer (4, 2) where the rows would not fill a wave of 3 blocks an
- * SM (the host's choice; the bits do not depend on T). The backward's tiles are
- * ST_CONV_TILE rows whose x and dy come through a per-thread ring of
- * ST_CONV_RING rows in shared memory filled by cp.async (one stream through
- * a lane's tiles), so that rows stay in flight while the thread computes.
- * The backward is one kernel: per row g, dx of the row W-1 back (so g is
- * formed again for the W-1 rows past the tile, a halo) and the W+1
- * parameter sums of the tile's rows in double. A block's ST_CONV_TY tile
- * lanes add their sums in lane order into one partial per (group of tiles,
- * parameter) in `work`; a second kernel adds the groups in order into dw
- * and db. Which rows go into which sum depends
+ * value once: a thread owns a tile of up to ST_CONV_TILE consecutive rows
+ * of one window and V adjacent channels (float4 / float2 loads where the
+ * pointers, the strides and Ch allow, else V = 1), adjacent threads on
+ * adjacent channel groups (coalesced). It keeps the last W inputs in
+ * registers, so a tile reads its rows once plus W-1 rows of history (the
+ * previous tile's rows: from cache). The backward is one kernel: per row g,
+ * dx of the row W-1 back (so g is formed again for the W-1 rows past the
+ * tile, a halo) and the W+1 parameter sums of the tile's rows in double. A
+ * block's ST_CONV_TY tile lanes add their sums in lane order into one
+ * partial per (group of tiles, parameter) in `work`; a second kernel adds
+ * the groups in order into dw and db. Which rows go into which sum depends
  * on the shapes only: bit-identical from run to run, and the vector and
  * scalar paths give the same bits.
  *
@@ -41,9 +35,7 @@ extern "C" {
 }
 
 enum {
-    ST_CONV_TILE = 16,     /* rows a backward thread owns, of one window (the forward: 2-16, the host picks) */
-    ST_CONV_FWD_TILE = 8,  /* the forward's rows a thread where the grid fills the GPU */
-    ST_CONV_RING = 8,      /* the backward's rows of x and dy a thread has in flight (cp.async) */
+    ST_CONV_TILE = 16,     /* rows a thread owns, of one window */
     ST_CONV_MAX_W = 4,     /* widths with a register history; wider: the row kernels */
     ST_CONV_THREADS = 256, /* forward block */
     ST_CONV_CX = 32,       /* backward block: a warp of channel groups ... */
@@ -74,25 +66,22 @@ static __host__ __device__ __forceinline__ float silu_gradf_st(float x) {
 
 /* ---- the tiles (W <= ST_CONV_MAX_W) ------------------------------------- */
 
-/* Tiles of T rows: nt tiles a window (the last one short when T does not
- * divide K), tiles = Bsz nt. The backward's tiles are ST_CONV_TILE rows;
- * its block row ty sums tiles (grp L + l) ST_CONV_TY + ty for l < L into
- * the partials of group grp: L tiles a lane, so that a partial covers
- * about ST_CONV_GROUP rows (the partials stay ~1/60 of the data they sum
- * at W = 4). The forward's T (16, 8, 4 or 2) is the host's choice
- * (forward_tile_rows); L and ngroups mean nothing there. */
+/* nt tiles a window (the last one short when ST_CONV_TILE does not divide
+ * K), tiles = Bsz nt. Backward block row ty sums tiles
+ * (grp L + l) ST_CONV_TY + ty for l < L into the partials of group grp:
+ * L tiles a lane, so that a partial covers about ST_CONV_GROUP rows (the
+ * partials stay ~1/60 of the data they sum at W = 4). */
 struct conv_tiles {
-    int K, T, nt, L;
+    int K, nt, L;
     long tiles, ngroups;
 };
 
-static conv_tiles tiles_of(int Bsz, int K, int T = ST_CONV_TILE) {
+static conv_tiles tiles_of(int Bsz, int K) {
     conv_tiles p;
     p.K = K;
-    p.T = T;
-    p.nt = (K + T - 1) / T;
+    p.nt = (K + ST_CONV_TILE - 1) / ST_CONV_TILE;
     p.tiles = (long)Bsz * p.nt;
-    const int tile_rows = K < T ? K : T, lane_rows = ST_CONV_TY * tile_rows;
+    const int tile_rows = K < ST_CONV_TILE ? K : ST_CONV_TILE, lane_rows = ST_CONV_TY * tile_rows;
     p.L = (ST_CONV_GROUP + lane_rows - 1) / lane_rows;
     long per = (long)ST_CONV_TY * p.L;
     p.ngroups = (p.tiles + per - 1) / per;
@@ -155,13 +144,12 @@ static ST_HD void load_params(int ch, int Ch, const float *w, const float *b, fl
     }
 }
 
-/* h[i] = x[t0-W+i] for i = 1..W-1 (the history before row t0; zero before
- * the window's start: all of it at t0 = 0, the first rows where a tile is
- * shorter than W-1). xr points at row t0. */
+/* h[i] = x[t0-W+i] for i = 1..W-1 (the history before row t0; zero at the
+ * window's start, t0 = 0). xr points at row t0. */
 template <int W, int V> static ST_HD void load_history(int t0, const float *xr, int x_stride, float (&h)[W][V]) {
     ST_UNROLL
     for (int i = 0; i < W; i++) {
-        if (i > 0 && t0 >= W - i) {
+        if (i > 0 && t0 > 0) {
             load_v<V>(xr - (size_t)(W - i) * x_stride, h[i]);
         } else {
             ST_UNROLL
@@ -183,17 +171,16 @@ static ST_HD float tile_pre(int v, const float (&h)[W][V], const float (&wr)[V][
 }
 
 /* Rows t0..t0+n-1 of one window (xr, yr at row t0, channel ch); FULL: n is
- * T, no row predicates. Rows are loaded U = min(T, 8) at a time before any
- * is used: a tile of T <= 8 has its history and all its rows in flight at
- * once (11 loads at T = 8, W = 4), its only wait on memory. */
-template <int W, int V, int T, bool FULL>
+ * ST_CONV_TILE, no row predicates. Rows are loaded U at a time before they
+ * are used, so each thread has U loads in flight. */
+template <int W, int V, bool FULL>
 static ST_HD void forward_tile(int t0, int n, const float *__restrict__ xr, int x_stride, const float (&wr)[V][W],
                                const float (&br)[V], int silu, float *__restrict__ yr, int y_stride) {
-    constexpr int U = T < 8 ? T : 8;
+    constexpr int U = ST_CONV_TILE / (2 * V);
     float h[W][V];
     load_history<W, V>(t0, xr, x_stride, h);
     ST_UNROLL
-    for (int r0 = 0; r0 < T; r0 += U) {
+    for (int r0 = 0; r0 < ST_CONV_TILE; r0 += U) {
         float xs[U][V] = {};
         ST_UNROLL
         for (int u = 0; u < U; u++)
@@ -216,19 +203,19 @@ static ST_HD void forward_tile(int t0, int n, const float *__restrict__ xr, int 
     }
 }
 
-/* Tile `tile`: its window, first row t0 and rows n (<= p.T). */
+/* Tile `tile`: its window, first row t0 and rows n (<= ST_CONV_TILE). */
 static ST_HD void tile_at(const conv_tiles &p, long tile, long *win, int *t0, int *n) {
     *win = tile / p.nt;
-    *t0 = (int)(tile % p.nt) * p.T;
-    *n = p.K - *t0 < p.T ? p.K - *t0 : p.T;
+    *t0 = (int)(tile % p.nt) * ST_CONV_TILE;
+    *n = p.K - *t0 < ST_CONV_TILE ? p.K - *t0 : ST_CONV_TILE;
 }
 
-/* Thread idx < p.tiles * Ch / V of the forward (tiles of T = p.T rows):
- * tile idx / (Ch / V), channels from (idx % (Ch / V)) V. */
-template <int W, int V, int T>
-static ST_HD void forward_thread_t(const conv_tiles &p, int Ch, long idx, const float *__restrict__ x, int x_stride,
-                                   const float *__restrict__ w, const float *__restrict__ b, int silu,
-                                   float *__restrict__ y, int y_stride) {
+/* Thread idx < p.tiles * Ch / V of the forward: tile idx / (Ch / V),
+ * channels from (idx % (Ch / V)) V. */
+template <int W, int V>
+static ST_HD void forward_thread(const conv_tiles &p, int Ch, long idx, const float *__restrict__ x, int x_stride,
+                                 const float *__restrict__ w, const float *__restrict__ b, int silu,
+                                 float *__restrict__ y, int y_stride) {
     const int groups = Ch / V, ch = (int)(idx % groups) * V;
     long win;
     int t0, n;
@@ -238,98 +225,33 @@ static ST_HD void forward_thread_t(const conv_tiles &p, int Ch, long idx, const 
     const size_t row = (size_t)win * p.K + t0;
     const float *xr = x + row * x_stride + ch;
     float *yr = y + row * y_stride + ch;
-    if (n == T)
-        forward_tile<W, V, T, true>(t0, n, xr, x_stride, wr, br, silu, yr, y_stride);
+    if (n == ST_CONV_TILE)
+        forward_tile<W, V, true>(t0, n, xr, x_stride, wr, br, silu, yr, y_stride);
     else
-        forward_tile<W, V, T, false>(t0, n, xr, x_stride, wr, br, silu, yr, y_stride);
+        forward_tile<W, V, false>(t0, n, xr, x_stride, wr, br, silu, yr, y_stride);
 }
 
-/* The same at p.T (the host test's entry: any tiling conv_tiles holds). */
+/* A thread per (tile, group of V channels), channel groups fastest. */
 template <int W, int V>
-static ST_HD void forward_thread(const conv_tiles &p, int Ch, long idx, const float *__restrict__ x, int x_stride,
-                                 const float *__restrict__ w, const float *__restrict__ b, int silu,
-                                 float *__restrict__ y, int y_stride) {
-    switch (p.T) {
-    case 16: forward_thread_t<W, V, 16>(p, Ch, idx, x, x_stride, w, b, silu, y, y_stride); break;
-    case 8: forward_thread_t<W, V, 8>(p, Ch, idx, x, x_stride, w, b, silu, y, y_stride); break;
-    case 4: forward_thread_t<W, V, 4>(p, Ch, idx, x, x_stride, w, b, silu, y, y_stride); break;
-    default: forward_thread_t<W, V, 2>(p, Ch, idx, x, x_stride, w, b, silu, y, y_stride); break;
-    }
-}
-
-/* A thread per (tile of T rows, group of V channels), channel groups
- * fastest. 3 blocks an SM, 2 where a thread holds more than 16 floats of
- * rows (V = 4, T = 8: 94 registers; at 3 blocks' 80 it spills). */
-template <int W, int V, int T>
-static __global__ void __launch_bounds__(ST_CONV_THREADS, V * T > 16 ? 2 : 3)
+static __global__ void __launch_bounds__(ST_CONV_THREADS, 3)
     conv_forward_tile_kernel(conv_tiles p, int Ch, const float *__restrict__ x, int x_stride,
                              const float *__restrict__ w, const float *__restrict__ b, int silu, float *__restrict__ y,
                              int y_stride) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < p.tiles * (Ch / V)) forward_thread_t<W, V, T>(p, Ch, idx, x, x_stride, w, b, silu, y, y_stride);
+    if (idx < p.tiles * (Ch / V)) forward_thread<W, V>(p, Ch, idx, x, x_stride, w, b, silu, y, y_stride);
 }
-
-/* The backward's ring (device only): a thread's own ST_CONV_RING slots of
- * one row of x and one of dy (V floats each) in shared memory, filled by
- * cp.async (L1-allocating: the halo rows are the next lane's first rows).
- * Slot s of array a (0: x, 1: dy) is at ring[(2 s + a) RING_ROW(V)], a
- * block's threads side by side (conflict-free V-float reads). A thread
- * reads only what it copied, after its own wait: no barrier. The ring runs
- * through a lane's tiles: the rows past the end of one tile's E are the
- * next tile's first rows, so a tile's slots start at `base`, the previous
- * tile's base + E (mod ST_CONV_RING). */
-#define RING_ROW(V) (ST_CONV_CX * ST_CONV_TY * (V))
-#ifdef __CUDA_ARCH__
-template <int V> static __device__ __forceinline__ void ring_copy(float *dst, const float *src) {
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(4 * V) : "memory");
-}
-static __device__ __forceinline__ void ring_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/* Every copy but the N most recently committed groups has landed. */
-template <int N> static __device__ __forceinline__ void ring_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-/* A row of x and dy (xq, dyq) into slot s when `want`; one group either
- * way, so that ring_wait counts rows. */
-template <int V>
-static __device__ __forceinline__ void ring_put(bool want, int s, const float *xq, const float *dyq, float *ring) {
-    if (want) {
-        float *slot = ring + (size_t)(2 * s) * RING_ROW(V);
-        ring_copy<V>(slot, xq);
-        ring_copy<V>(slot + RING_ROW(V), dyq);
-    }
-    ring_commit();
-}
-#endif
 
 /* The backward of one tile, rows t0..t0+n-1 (pointers at row t0, channel
  * ch): rows r < E = ST_CONV_TILE + W - 1 of which the first e are in the
  * window (g beyond it is zero); g of row r is formed from the history and
  * dy, added into the tile's parameter sums when r < n, and dx of row r-W+1
  * (< n) is written from the last W values of g. FULL: n = ST_CONV_TILE and
- * e = E, no row predicates. On the device the rows come through the
- * thread's ring (ST_CONV_RING rows in flight while it computes; row r's
- * slot, base + r, refilled with row r + ST_CONV_RING once row r is used,
- * past E the next tile's rows: nxr, ndyr, ne as xr, dyr, e, ne = 0 where
- * there is none; `primed`: this tile's first rows were issued so by the
- * previous tile), on the host straight from memory. */
+ * e = E, no row predicates. */
 template <int W, int V, bool FULL>
 static ST_HD void backward_tile(int t0, int n, int e, const float *__restrict__ xr, int x_stride,
                                 const float *__restrict__ dyr, int dy_stride, float *__restrict__ dxr, int dx_stride,
-                                const float (&wr)[V][W], const float (&br)[V], int silu, double (&acc)[V][W + 1],
-                                float *ring, int base, bool primed, const float *nxr, const float *ndyr, int ne) {
-    constexpr int E = ST_CONV_TILE + W - 1, D = ST_CONV_RING;
-    static_assert((D & (D - 1)) == 0 && D <= E, "the ring's slots: a power of 2, at most a tile's rows");
-#ifdef __CUDA_ARCH__
-    if (!primed) {
-        ST_UNROLL
-        for (int q = 0; q < D; q++)
-            ring_put<V>(FULL || q < e, (base + q) & (D - 1), xr + (size_t)q * x_stride, dyr + (size_t)q * dy_stride,
-                        ring);
-    }
-#else
-    (void)ring, (void)base, (void)primed, (void)nxr, (void)ndyr, (void)ne;
-#endif
+                                const float (&wr)[V][W], const float (&br)[V], int silu, double (&acc)[V][W + 1]) {
+    constexpr int E = ST_CONV_TILE + W - 1, U = V == 1 ? 2 : 4;
     float h[W][V], g[W][V]; /* h[i] = x[t-W+1+i], g[i] = g[t-W+1+i] at row t */
     double hd[W][V];        /* h in double: each input converted once */
     load_history<W, V>(t0, xr, x_stride, h);
@@ -340,113 +262,76 @@ static ST_HD void backward_tile(int t0, int n, int e, const float *__restrict__ 
             hd[i][v] = h[i][v], g[i][v] = 0.0f; /* g before the tile is never used: dx rows start at t0 */
     }
     ST_UNROLL
-    for (int r = 0; r < E; r++) {
-        const bool in = FULL || r < e;
-        float xs[V] = {}, ds[V] = {}; /* zero past the window */
-#ifdef __CUDA_ARCH__
-        const int rs = (base + r) & (D - 1); /* row r's slot */
-        ring_wait<D - 1>();
-        if (in) {
-            const float *slot = ring + (size_t)(2 * rs) * RING_ROW(V);
-            ST_UNROLL
-            for (int v = 0; v < V; v++)
-                xs[v] = slot[v], ds[v] = slot[RING_ROW(V) + v];
-        }
-#else
-        if (in) {
-            load_v<V>(xr + (size_t)r * x_stride, xs);
-            load_v<V>(dyr + (size_t)r * dy_stride, ds);
-        }
-#endif
-        float dxv[V];
+    for (int r0 = 0; r0 < E; r0 += U) {
+        float xs[U][V] = {}, ds[U][V] = {};
         ST_UNROLL
-        for (int v = 0; v < V; v++) {
+        for (int u = 0; u < U; u++)
+            if (r0 + u < E && (FULL || r0 + u < e)) {
+                load_v<V>(xr + (size_t)(r0 + u) * x_stride, xs[u]);
+                load_v<V>(dyr + (size_t)(r0 + u) * dy_stride, ds[u]);
+            }
+        ST_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int r = r0 + u;
+            if (r >= E) continue;
+            const bool in = FULL || r < e;
+            float dxv[V];
             ST_UNROLL
-            for (int i = 0; i + 1 < W; i++)
-                h[i][v] = h[i + 1][v], hd[i][v] = hd[i + 1][v], g[i][v] = g[i + 1][v];
-            h[W - 1][v] = xs[v], hd[W - 1][v] = xs[v];
-            float d = ds[v];
-            if (silu && in) d *= silu_gradf_st(tile_pre<W, V>(v, h, wr, br));
-            g[W - 1][v] = d; /* zero past the window (xs, ds are) */
-            if (r < ST_CONV_TILE && (FULL || r < n)) {
-                double gd = d;
+            for (int v = 0; v < V; v++) {
+                ST_UNROLL
+                for (int i = 0; i + 1 < W; i++)
+                    h[i][v] = h[i + 1][v], hd[i][v] = hd[i + 1][v], g[i][v] = g[i + 1][v];
+                h[W - 1][v] = xs[u][v], hd[W - 1][v] = xs[u][v];
+                float d = ds[u][v];
+                if (silu && in) d *= silu_gradf_st(tile_pre<W, V>(v, h, wr, br));
+                g[W - 1][v] = d; /* zero past the window (xs, ds are) */
+                if (r < ST_CONV_TILE && (FULL || r < n)) {
+                    double gd = d;
+                    ST_UNROLL
+                    for (int i = 0; i < W; i++)
+                        acc[v][i] = fma(gd, hd[i][v], acc[v][i]); /* the float product is exact in double */
+                    acc[v][W] += gd;
+                }
+                float s = 0.0f; /* dx[t-W+1]: tap i read it for the output t-i */
                 ST_UNROLL
                 for (int i = 0; i < W; i++)
-                    acc[v][i] = fma(gd, hd[i][v], acc[v][i]); /* the float product is exact in double */
-                acc[v][W] += gd;
+                    s = fmaf(wr[v][i], g[W - 1 - i][v], s);
+                dxv[v] = s;
             }
-            float s = 0.0f; /* dx[t-W+1]: tap i read it for the output t-i */
-            ST_UNROLL
-            for (int i = 0; i < W; i++)
-                s = fmaf(wr[v][i], g[W - 1 - i][v], s);
-            dxv[v] = s;
+            if (r >= W - 1 && (FULL || r - (W - 1) < n)) store_v<V>(dxr + (size_t)(r - (W - 1)) * dx_stride, dxv);
         }
-        if (r >= W - 1 && (FULL || r - (W - 1) < n)) store_v<V>(dxr + (size_t)(r - (W - 1)) * dx_stride, dxv);
-#ifdef __CUDA_ARCH__
-        if (r + D < E) /* row r's values are used: its slot takes row r + D, or the next tile's row r + D - E */
-            ring_put<V>(FULL || r + D < e, rs, xr + (size_t)(r + D) * x_stride, dyr + (size_t)(r + D) * dy_stride, ring);
-        else
-            ring_put<V>(r + D - E < ne, rs, nxr + (size_t)(r + D - E) * x_stride, ndyr + (size_t)(r + D - E) * dy_stride,
-                        ring);
-#endif
     }
-}
-
-/* A backward tile of a lane: its first row t0 in the window, rows n, rows
- * of it and its halo in the window e, pointers at row t0, channel ch. */
-struct lane_tile {
-    int t0, n, e;
-    const float *xr, *dyr;
-    float *dxr;
-};
-
-/* Tile l of lane ty of group grp into *a; false past the lane's last tile. */
-template <int W>
-static ST_HD bool lane_tile_at(const conv_tiles &p, long grp, int ty, int l, int ch, const float *x, int x_stride,
-                               const float *dy, int dy_stride, float *dx, int dx_stride, lane_tile *a) {
-    const long tile = (grp * p.L + l) * ST_CONV_TY + ty;
-    if (l >= p.L || tile >= p.tiles) return false;
-    long win;
-    tile_at(p, tile, &win, &a->t0, &a->n);
-    a->e = p.K - a->t0 < a->n + W - 1 ? p.K - a->t0 : a->n + W - 1;
-    const size_t row = (size_t)win * p.K + a->t0;
-    a->xr = x + row * x_stride + ch, a->dyr = dy + row * dy_stride + ch, a->dxr = dx + row * dx_stride + ch;
-    return true;
 }
 
 /* Lane ty of group grp, channels ch..ch+V-1 (< Ch): the backward of its
  * tiles (grp L + l) ST_CONV_TY + ty, l < L, dx written and the parameter
- * sums added into acc in row order. ring: the thread's ring on the device,
- * one stream of rows through the lane's tiles (unused on the host). */
+ * sums added into acc in row order. */
 template <int W, int V>
 static ST_HD void backward_lane(const conv_tiles &p, long grp, int ty, int ch, const float *__restrict__ x,
                                 int x_stride, const float (&wr)[V][W], const float (&br)[V], int silu,
                                 const float *__restrict__ dy, int dy_stride, float *__restrict__ dx, int dx_stride,
-                                double (&acc)[V][W + 1], float *ring = nullptr) {
-    constexpr int E = ST_CONV_TILE + W - 1;
-    lane_tile cur = {};
-    bool more = lane_tile_at<W>(p, grp, ty, 0, ch, x, x_stride, dy, dy_stride, dx, dx_stride, &cur);
-    for (int l = 0, base = 0; more; l++, base = (base + E) & (ST_CONV_RING - 1)) {
-        lane_tile nxt = {}; /* only its rows' pointers and e live through the tile: it is found again after */
-        const bool next = lane_tile_at<W>(p, grp, ty, l + 1, ch, x, x_stride, dy, dy_stride, dx, dx_stride, &nxt);
-        const float *nxr = next ? nxt.xr : cur.xr, *ndyr = next ? nxt.dyr : cur.dyr;
-        const int ne = next ? nxt.e : 0;
-        if (cur.e == E)
-            backward_tile<W, V, true>(cur.t0, cur.n, cur.e, cur.xr, x_stride, cur.dyr, dy_stride, cur.dxr, dx_stride,
-                                      wr, br, silu, acc, ring, base, l > 0, nxr, ndyr, ne);
+                                double (&acc)[V][W + 1]) {
+    for (int l = 0; l < p.L; l++) {
+        const long tile = (grp * p.L + l) * ST_CONV_TY + ty;
+        if (tile >= p.tiles) return;
+        long win;
+        int t0, n;
+        tile_at(p, tile, &win, &t0, &n);
+        const int e = p.K - t0 < n + W - 1 ? p.K - t0 : n + W - 1; /* rows of the tile and its halo in the window */
+        const size_t row = (size_t)win * p.K + t0;
+        const float *xr = x + row * x_stride + ch, *dyr = dy + row * dy_stride + ch;
+        float *dxr = dx + row * dx_stride + ch;
+        if (e == ST_CONV_TILE + W - 1)
+            backward_tile<W, V, true>(t0, n, e, xr, x_stride, dyr, dy_stride, dxr, dx_stride, wr, br, silu, acc);
         else
-            backward_tile<W, V, false>(cur.t0, cur.n, cur.e, cur.xr, x_stride, cur.dyr, dy_stride, cur.dxr, dx_stride,
-                                       wr, br, silu, acc, ring, base, l > 0, nxr, ndyr, ne);
-        more = lane_tile_at<W>(p, grp, ty, l + 1, ch, x, x_stride, dy, dy_stride, dx, dx_stride, &cur);
+            backward_tile<W, V, false>(t0, n, e, xr, x_stride, dyr, dy_stride, dxr, dx_stride, wr, br, silu, acc);
     }
 }
 
 /* Block (ST_CONV_CX channel groups, ST_CONV_TY tile lanes) over the groups
  * of tiles grp = blockIdx.y, + gridDim.y, ...; each group's sums, lanes
  * added in order, go to parts[grp][dw as [Ch, W], then db [Ch]] (none when
- * parts is NULL: no parameter gradient wanted). Shared memory: the rings
- * (ST_CONV_RING 2 V floats a thread: 32 KB at V = 2) and the lanes' sums
- * (10 KB at W = 4). */
+ * parts is NULL: no parameter gradient wanted). */
 template <int W, int V>
 static __global__ void __launch_bounds__(ST_CONV_CX *ST_CONV_TY, V == 1 ? 3 : 2)
     conv_backward_tile_kernel(conv_tiles p, int Ch, const float *__restrict__ x, int x_stride,
@@ -454,8 +339,6 @@ static __global__ void __launch_bounds__(ST_CONV_CX *ST_CONV_TY, V == 1 ? 3 : 2)
                               const float *__restrict__ dy, int dy_stride, float *__restrict__ dx, int dx_stride,
                               double *__restrict__ parts) {
     __shared__ double part[W + 1][ST_CONV_TY][ST_CONV_CX];
-    __shared__ __align__(16) float rings[2 * ST_CONV_RING * RING_ROW(V)];
-    float *ring = rings + (threadIdx.y * ST_CONV_CX + threadIdx.x) * V;
     const int ch = (blockIdx.x * ST_CONV_CX + threadIdx.x) * V;
     const bool live = ch < Ch; /* V divides Ch */
     float wr[V][W], br[V];
@@ -463,8 +346,7 @@ static __global__ void __launch_bounds__(ST_CONV_CX *ST_CONV_TY, V == 1 ? 3 : 2)
     for (long grp = blockIdx.y; grp < p.ngroups; grp += gridDim.y) {
         double acc[V][W + 1] = {};
         if (live)
-            backward_lane<W, V>(p, grp, threadIdx.y, ch, x, x_stride, wr, br, silu, dy, dy_stride, dx, dx_stride, acc,
-                                ring);
+            backward_lane<W, V>(p, grp, threadIdx.y, ch, x, x_stride, wr, br, silu, dy, dy_stride, dx, dx_stride, acc);
         if (!parts) continue;
         ST_UNROLL
         for (int v = 0; v < V; v++) {
@@ -508,53 +390,15 @@ static __global__ void conv_params_finish_kernel(long ngroups, int Ch, int W, co
     }
 }
 
-/* The current device's SM count (0 on failure: then the largest tile). */
-static int conv_sms(void) {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        return 0;
-    return v;
-}
-
-/* The forward's rows a thread: ST_CONV_FWD_TILE, halved (down to 2) while
- * the grid would be less than a wave of 3 blocks an SM (a thread's rows
- * are its serial work: at few rows, more and shorter threads; at 128
- * windows of the default preset, 768 blocks of 4 rows rather than 384 of
- * 8, ~1.9 waves rather than ~1.5). The bits do not depend on it (a value's
- * taps are one FMA chain whatever the tiling). */
-static int forward_tile_rows(int Bsz, int K, int groups) {
-    const long want = 3L * conv_sms();
-    int T = ST_CONV_FWD_TILE;
-    while (T > 2 && (long)blocks_for(tiles_of(Bsz, K, T).tiles * groups, ST_CONV_THREADS) < want)
-        T /= 2;
-    return T;
-}
-
-template <int W, int V>
-static void forward_launch(int Bsz, int K, int Ch, const float *x, int x_stride, const float *w, const float *b,
-                           int silu, float *y, int y_stride, cudaStream_t st) {
-    const int T = forward_tile_rows(Bsz, K, Ch / V);
-    const conv_tiles p = tiles_of(Bsz, K, T);
-    const unsigned grid = blocks_for(p.tiles * (Ch / V), ST_CONV_THREADS);
-    if (T == 8)
-        conv_forward_tile_kernel<W, V, 8>
-            <<<grid, ST_CONV_THREADS, 0, st>>>(p, Ch, x, x_stride, w, b, silu, y, y_stride);
-    else if (T == 4)
-        conv_forward_tile_kernel<W, V, 4>
-            <<<grid, ST_CONV_THREADS, 0, st>>>(p, Ch, x, x_stride, w, b, silu, y, y_stride);
-    else
-        conv_forward_tile_kernel<W, V, 2>
-            <<<grid, ST_CONV_THREADS, 0, st>>>(p, Ch, x, x_stride, w, b, silu, y, y_stride);
-}
-
 template <int W>
-static void forward_tiles(int Bsz, int K, int Ch, const float *x, int x_stride, const float *w, const float *b,
+static void forward_tiles(const conv_tiles &p, int Ch, const float *x, int x_stride, const float *w, const float *b,
                           int silu, float *y, int y_stride, cudaStream_t st) {
     if (Ch % 4 == 0 && vec_ok(x, x_stride, 4) && vec_ok(y, y_stride, 4))
-        forward_launch<W, 4>(Bsz, K, Ch, x, x_stride, w, b, silu, y, y_stride, st);
+        conv_forward_tile_kernel<W, 4><<<blocks_for(p.tiles * (Ch / 4), ST_CONV_THREADS), ST_CONV_THREADS, 0, st>>>(
+            p, Ch, x, x_stride, w, b, silu, y, y_stride);
     else
-        forward_launch<W, 1>(Bsz, K, Ch, x, x_stride, w, b, silu, y, y_stride, st);
+        conv_forward_tile_kernel<W, 1><<<blocks_for(p.tiles * Ch, ST_CONV_THREADS), ST_CONV_THREADS, 0, st>>>(
+            p, Ch, x, x_stride, w, b, silu, y, y_stride);
 }
 
 template <int W>
@@ -697,11 +541,12 @@ extern "C" int st_cuda_conv1d_forward(int Bsz, int K, int Ch, int W, const float
     cudaStream_t st = (cudaStream_t)stream;
     long rows = (long)Bsz * K;
     if (rows <= 0 || Ch <= 0) return ST_OK;
+    const conv_tiles p = tiles_of(Bsz, K);
     switch (tiled(W) ? W : 0) {
-    case 1: forward_tiles<1>(Bsz, K, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
-    case 2: forward_tiles<2>(Bsz, K, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
-    case 3: forward_tiles<3>(Bsz, K, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
-    case 4: forward_tiles<4>(Bsz, K, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
+    case 1: forward_tiles<1>(p, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
+    case 2: forward_tiles<2>(p, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
+    case 3: forward_tiles<3>(p, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
+    case 4: forward_tiles<4>(p, Ch, x, x_stride, w, b, silu, y, y_stride, st); break;
     default:
         conv_forward_kernel<<<blocks_for(rows * Ch, 256), 256, 0, st>>>(rows, K, Ch, W, x, x_stride, w, b, silu, y,
                                                                         y_stride);

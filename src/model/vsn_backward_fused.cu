@@ -17,44 +17,30 @@
  *
  * Loop order: a block per (variable j, row split sp) walks its split's row
  * tiles (st_rowsplit_range over the tiles): the variable's weights stay in
- * shared memory and its reductions accumulate across tiles into one
- * partial of NP = 3 Dv^2 + 8 Dv doubles a block: the column sums in shared
- * memory (a double accumulator a warp), the weight gradients in the
- * partial itself in global memory (L2): each tile's fp32 sums go to a
- * float buffer tb in shared memory, which the next tile's start (the
- * block's end for the last) adds in double into the partial, so that the
- * block's 66 KB of shared memory and 80 registers a thread fit three
- * blocks an SM (bench/notes-vsnbwd.md). (A block per row tile
+ * shared memory and its reductions accumulate there across tiles, one
+ * partial of NP = 3 Dv^2 + 8 Dv doubles a block. (A block per row tile
  * walking the variables, as the forward, would need such a partial per
  * (tile, variable): 1.1 GB.) What needs every variable of a row goes out
  * per (row, variable) in double, [F, rows]: dalpha_j (bwd_dlog_kernel then
  * forms dlog a thread a row) and the ds part (bwd_ds_kernel adds the
  * selection GRN's terms after sel_backward). bwd_finish_kernel adds the
- * splits' partials in split order into the gradients. The split count
- * (<= 32, row_splits) is the one that fills whole waves of resident blocks
- * on the H200 best, from rows and F only.
+ * splits' partials in split order into the gradients.
  *
- * A tile is R = NI T / (Dv / 4) rows (NI = 2: 64 at Dv = 32), T = 256
- * threads. Thread (rg, cg), cg < CG = Dv / 4, owns rows rg + RG i (i < NI) of the
+ * A tile is R = 4 T / (Dv / 4) rows (128 at Dv = 32), T = 256 threads.
+ * Thread (rg, cg), cg < CG = Dv / 4, owns rows rg + RG i (i < 4) of the
  * [R, *] products: in P2/P3 (weights indexed by the output) columns cg +
  * CG c, in P4/P5 (weights indexed by the input) columns 4 cg + c, so that
  * each weight load is one float4 that the CG threads of a row take from
  * distinct bank groups. Per tile, between barriers:
- *   P0 the previous tile's tb into the partial; the tile's s, alpha,
- *      dalpha to shared memory (loaded during the previous tile: a thread
- *      a row, its table source row a tile before that) and the thread's dv
- *      to registers (used in P3, their latency under P1 and P2);
  *   P1 h1 -> A (aliasing C);  P2 h2 = h1 W2^T -> B;
- *   P3 g = h2 Wg^T (NI x 8 register tiles), the gate, statistics, t,
+ *   P3 g = h2 Wg^T (4 x 8 register tiles), the gate, statistics, t,
  *      dalpha_j, the norm and gate backward, dgl -> C, the column sums of
- *      pw, dx, s dx and the row sums dx . ew: the thread's rows side by
- *      side, their row sums' butterflies interleaved (row_sums); g1 and sg
- *      wait in the thread's own slots of C, xh in tb, between the passes;
- *   P6a dWg = dgl^T h2 and gg = colsum dgl as 4 x 4 micro-tiles over the
- *      tile's rows -> tb;  P4 dh2 = dgl Wg (NI x 4 tiles, in registers);
+ *      pw, dx, s dx and the row sums dx . ew;
+ *   P4 dh2 = dgl Wg (4 x 4 tiles, kept in registers);  P6a dWg += dgl^T h2
+ *      and gg += colsum dgl as 4 x 4 micro-tiles over the tile's rows;
  *   dh2 -> B, h1 recomputed -> C;
  *   P5 dh1 = (dh2 W2) ELU'(h1), the column sums of dh1, s dh1, the ds part;
- *      P6b dW2 = dh2^T h1, fc2_b = colsum dh2 -> tb.
+ *      P6b dW2 += dh2^T h1, fc2_b += colsum dh2.
  * A micro-tile (4 outputs o x 4 inputs k) is summed by RS threads (the
  * largest power of two <= T / micro-tiles), rows rs, rs + RS, ...: lanes
  * 32/RS apart of one warp, combined by an xor butterfly.
@@ -72,13 +58,12 @@
  *   - the norm and gate backward are var_gate_bwd_lanes_kernel's
  *     expressions, their double row sums in its order up to the butterfly;
  *   - the column sums of pw, dx, s dx, dh1, s dh1 (ln_w, X, Sx, q, Q) are
- *     double throughout: a thread's NI rows, the warp's row groups by a
+ *     double throughout: a thread's 4 rows, the warp's row groups by a
  *     butterfly, then a per-warp accumulator over the tiles, the warps in
  *     order, the splits in order (st_cuda_colsum_add: 64 row splits, then
  *     a column's rows in lane order): other orders of the same double sum;
  *   - dWg, dW2, gg and fc2_b are summed in fp32 within a tile (R / RS rows
- *     a thread, then the butterfly) and in double across tiles (in tile
- *     order, into the partial) and splits
+ *     a thread, then the butterfly) and in double across tiles and splits
  *     (st_cuda_grouped_dw: fp32 within its row split, double across
  *     splits; cuBLAS: fp32 or bf16 with its own split-K);
  *   - dlog is dlog_kernel's (dalpha_j kept in double for the dot), ds is
@@ -100,14 +85,11 @@ extern "C" {
 static int fused_bwd_on = 1; /* st_cuda_vsn_set_fused_backward */
 extern "C" void st_cuda_vsn_set_fused_backward(int on) { fused_bwd_on = on != 0; }
 
-/* Row splits a variable's rows are cut into (at most; row_splits picks the
- * count that fills the H200's waves of resident blocks best, fewer where
- * there are fewer tiles or the scratch holds fewer partials). */
+/* Row splits a variable's rows are cut into (at most; fewer where there
+ * are fewer tiles or the scratch holds fewer partials): 32 x 40 = 1,280
+ * blocks at the default preset, ~5 waves of two an SM. */
 #define VSNB_SPLITS 32
 #define VSNB_THREADS 256
-#define VSNB_NI 2                     /* rows a thread in each product's register tile */
-#define VSNB_BLOCKS 3                 /* blocks an SM (__launch_bounds__: 80 registers a thread) */
-#define VSNB_WAVE (132 * VSNB_BLOCKS) /* blocks resident at once on the H200's 132 SMs */
 
 static constexpr int pow2_at_most(int n) {
     return n >= 32 ? 32 : n >= 16 ? 16 : n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
@@ -115,36 +97,29 @@ static constexpr int pow2_at_most(int n) {
 
 /* The tile's sizes and shared-memory layout for one Dv (8, 16 or 32). */
 template <int DV> struct bwd_shape {
-    static constexpr int T = VSNB_THREADS, W = T / 32, NI = VSNB_NI;
-    static constexpr int CG = DV / 4, RG = T / CG, R = NI * RG;
+    static constexpr int T = VSNB_THREADS, W = T / 32;
+    static constexpr int CG = DV / 4, RG = T / CG, R = 4 * RG;
     static constexpr int LDW = DV + 4;                        /* weight rows */
     static constexpr int LDH = DV == 32 ? 40 : DV + 4;        /* A and B rows */
     static constexpr int LDG = 2 * DV + (DV == 32 ? 8 : 4);   /* C rows (dgl) */
-    /* a block's partial (doubles in global memory; the tile's sums tb, floats): dWg [2DV][DV],
-     * dW2 [DV][DV], gg [2DV], fc2_b [DV], then the column sums ln_w, X, Sx, q, Q [DV] each */
+    /* floats: W2 [DV][LDW], Wg [2DV][LDW], vec [8][DV], s, alpha, dalpha [R], B [R][LDH], C [R][LDG] */
+    static constexpr int W2 = 0, WG = DV * LDW, VEC = 3 * DV * LDW, ROWS = VEC + 8 * DV;
+    static constexpr int B = ROWS + 3 * R, C = B + R * LDH, FLOATS = C + R * LDG;
+    enum { U, V, B1, B2, EW, EB, LNW, LNB };
+    /* a block's partial (doubles): dWg [2DV][DV], dW2 [DV][DV], gg [2DV], fc2_b [DV], then the
+     * column sums ln_w, X, Sx, q, Q [DV] each */
     static constexpr int NWG = 2 * DV * DV, GG = 3 * DV * DV, FB = GG + 2 * DV, NACC = FB + DV;
     enum { CLNW, CX, CSX, CQ1, CQS, NCOLV };
     static constexpr int NCOL = NCOLV * DV, NP = NACC + NCOL;
-    /* floats: W2 [DV][LDW], Wg [2DV][LDW], vec [8][DV], s, alpha, dalpha [R], B [R][LDH], C [R][LDG],
-     * tb [NTB] */
-    static constexpr int W2 = 0, WG = DV * LDW, VEC = 3 * DV * LDW, ROWS = VEC + 8 * DV;
-    static constexpr int NTB = NACC > R * LDH ? NACC : R * LDH; /* tb, or xh [R][LDH] in P3 */
-    static constexpr int B = ROWS + 3 * R, C = B + R * LDH, TB = C + R * LDG, FLOATS = (TB + NTB + 3) / 4 * 4;
-    enum { U, V, B1, B2, EW, EB, LNW, LNB };
-    /* doubles after the floats: col [W][NCOL] (per warp), dsx [R] */
-    static constexpr int DCOL = 0, DDSX = DCOL + W * NCOL, DOUBLES = DDSX + R;
+    /* doubles after the floats: acc [NACC], col [W][NCOL] (per warp), dsx [R] */
+    static constexpr int DCOL = NACC, DDSX = DCOL + W * NCOL, DOUBLES = DDSX + R;
     static constexpr size_t BYTES = sizeof(float) * FLOATS + sizeof(double) * DOUBLES;
     /* the micro-tiles of dWg and dW2, and the threads (RS) sharing one */
     static constexpr int NTG = (2 * DV / 4) * (DV / 4), NT2 = (DV / 4) * (DV / 4);
     static constexpr int RSA = pow2_at_most(T / NTG), RSB = pow2_at_most(T / NT2);
-    /* the tile's sums flushed into the partial: NF a thread */
-    static constexpr int NF = (NACC + T - 1) / T;
     static_assert(DV % 4 == 0 && 32 % CG == 0, "a row's threads must be adjacent lanes of one warp");
-    static_assert(LDW % 4 == 0 && LDH % 4 == 0 && LDG % 4 == 0 && B % 4 == 0 && C % 4 == 0 && TB % 4 == 0,
-                  "float4 rows");
-    static_assert(R % 32 == 0 && R <= T, "a tile's rows staged a thread each");
-    static_assert(NTG <= W * (32 / RSA) && NT2 <= W * (32 / RSB), "micro-tiles fit the block");
-    static_assert(VSNB_BLOCKS * (BYTES + 1024) <= 228 * 1024, "VSNB_BLOCKS blocks fit an SM's shared memory");
+    static_assert(FLOATS % 4 == 0 && LDW % 4 == 0 && LDH % 4 == 0 && LDG % 4 == 0, "float4 rows");
+    static_assert(R % 32 == 0 && NTG <= W * (32 / RSA) && NT2 <= W * (32 / RSB), "micro-tiles fit the block");
 };
 
 struct bwd_args {
@@ -165,88 +140,30 @@ struct bwd_args {
 /* Component u (a constant after unrolling) of v. */
 __device__ static inline float comp(const float4 &v, int u) { return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w; }
 
-/* row_sum<CG> of each of v[0..N): the N butterflies interleaved, so that
- * their shuffle latencies overlap; each value summed in row_sum's order. */
-template <int CG, int N> __device__ static inline void row_sums(double *v) {
-#pragma unroll
-    for (int o = CG / 2; o > 0; o >>= 1)
-#pragma unroll
-        for (int n = 0; n < N; n++)
-            v[n] += __shfl_xor_sync(0xffffffffu, v[n], o);
-}
-
-/* v[c] (a thread's rows of column first + step c) summed over the warp's
+/* v[c] (a thread's 4 rows of column first + step c) summed over the warp's
  * row groups (lanes CG apart) and added by lanes < CG to the warp's
  * accumulator dst. */
 template <int CG> __device__ static inline void warp_cols_add(double (&v)[4], double *dst, int first, int step, int lane) {
 #pragma unroll
-    for (int o = CG; o < 32; o <<= 1)
+    for (int c = 0; c < 4; c++) {
 #pragma unroll
-        for (int c = 0; c < 4; c++)
+        for (int o = CG; o < 32; o <<= 1)
             v[c] += __shfl_xor_sync(0xffffffffu, v[c], o);
-    if (lane < CG)
-#pragma unroll
-        for (int c = 0; c < 4; c++)
-            dst[first + step * c] += v[c];
-}
-
-/* h1 = ELU(s U + V) of the tile's R rows into h ([R][LDH]). */
-template <int DV> __device__ static inline void bwd_h1(const float *ss, const float *vec, float *h) {
-    typedef bwd_shape<DV> S;
-    vsn_tile_h1<DV, S::T, S::LDH, S::R>(ss, vec + S::U * DV, vec + S::V * DV, h, threadIdx.x);
-}
-
-/* h2 = h1 W2^T, NI rows a thread: rows rg + RG i, columns cg + CG c, stored to h2. */
-template <int DV> __device__ static inline void bwd_h2(const float *h1, const float *W2, float *h2, int rg, int cg) {
-    typedef bwd_shape<DV> S;
-    vsn_tile_h2<DV, S::RG, S::LDH, S::LDW, S::NI>(h1, W2, h2, rg, cg);
-}
-
-/* g = h2 Wg^T without its bias, NI rows a thread (vsn_tile_g). */
-template <int DV>
-__device__ static inline void bwd_g(const float *h2, const float *Wg, int rg, int cg, float (&g)[VSNB_NI][8]) {
-    typedef bwd_shape<DV> S;
-    vsn_tile_g<DV, S::RG, S::LDH, S::LDW, S::NI>(h2, Wg, rg, cg, g);
-}
-
-/* d[i][b] = sum_o X[rg + RG i][o] Wt[o][4 cg + b] over o < NO (P4's dgl Wg,
- * P5's dh2 W2): the inner index in ascending order. */
-template <int DV, int NO, int LDX>
-__device__ static inline void bwd_back(const float *X, const float *Wt, int rg, int cg, float (&d)[VSNB_NI][4]) {
-    typedef bwd_shape<DV> S;
-    constexpr int NI = S::NI, RG = S::RG, LDW = S::LDW;
-#pragma unroll
-    for (int i = 0; i < NI; i++)
-#pragma unroll
-        for (int b = 0; b < 4; b++)
-            d[i][b] = 0;
-#pragma unroll 2
-    for (int o = 0; o < NO; o += 4) {
-        float4 x[NI];
-#pragma unroll
-        for (int i = 0; i < NI; i++)
-            x[i] = lds4(X + (rg + RG * i) * LDX + o);
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const float4 w = lds4(Wt + (o + u) * LDW + 4 * cg);
-#pragma unroll
-            for (int i = 0; i < NI; i++) {
-                const float xi = comp(x[i], u);
-                d[i][0] = fmaf(xi, w.x, d[i][0]);
-                d[i][1] = fmaf(xi, w.y, d[i][1]);
-                d[i][2] = fmaf(xi, w.z, d[i][2]);
-                d[i][3] = fmaf(xi, w.w, d[i][3]);
-            }
-        }
+        if (lane < CG) dst[first + step * c] += v[c];
     }
 }
 
-/* tb[(4 oq + a) DV + 4 kq + b] = sum over the tile's rows of X[r][4 oq + a] Y[r][4 kq + b] for
- * the NT micro-tiles (oq, kq), and bsum[4 oq + a] = sum_r X[r][4 oq + a] (from the kq = 0
- * ones): RS threads a micro-tile (module comment), fp32 within the tile; stored, not added (the
- * tile's sums, flushed into the partial in double). */
+/* h1 = ELU(s U + V) of the tile into h ([R][LDH]). */
+template <int DV> __device__ static inline void bwd_h1(const float *ss, const float *vec, float *h) {
+    typedef bwd_shape<DV> S;
+    vsn_tile_h1<DV, S::T, S::LDH>(ss, vec + S::U * DV, vec + S::V * DV, h, threadIdx.x);
+}
+
+/* acc[(4 oq + a) DV + 4 kq + b] += sum over the tile's rows of X[r][4 oq + a] Y[r][4 kq + b]
+ * for the NT micro-tiles (oq, kq), and bsum[4 oq + a] += sum_r X[r][4 oq + a] (from the kq = 0
+ * ones): RS threads a micro-tile (module comment), fp32 within the tile. */
 template <int DV, int NT, int RS, int LDX, int LDY>
-__device__ static inline void bwd_outer(const float *X, const float *Y, float *tb, float *bsum, int warp, int lane) {
+__device__ static inline void bwd_outer(const float *X, const float *Y, double *acc, double *bsum, int warp, int lane) {
     typedef bwd_shape<DV> S;
     constexpr int PW = 32 / RS, KQ = DV / 4;
     const int mt = warp * PW + lane % PW, rs = lane / PW;
@@ -284,48 +201,35 @@ __device__ static inline void bwd_outer(const float *X, const float *Y, float *t
     if (!on || rs != 0) return;
 #pragma unroll
     for (int a = 0; a < 4; a++) {
-        *reinterpret_cast<float4 *>(tb + (4 * oq + a) * DV + 4 * kq) = make_float4(m[a][0], m[a][1], m[a][2], m[a][3]);
-        if (kq == 0) bsum[4 * oq + a] = bs[a];
+#pragma unroll
+        for (int b = 0; b < 4; b++)
+            acc[(4 * oq + a) * DV + 4 * kq + b] += (double)m[a][b];
+        if (kq == 0) bsum[4 * oq + a] += (double)bs[a];
     }
 }
 
-/* Row tid's staged values (s, alpha, dalpha) of the tile at row0, from
- * its s row src (the table mode's src_rows entry, or the row). */
-template <bool TT>
-__device__ static inline void bwd_stage(const bwd_args &a, int j, int rows, int row, int src, float &s, float &al,
-                                        float &dal) {
-    const bool in = row < rows;
-    s = in ? a.s[(size_t)src * a.s_stride + j] : 0.0f;
-    al = !in ? 0.0f : TT ? 1.0f : a.alpha[(size_t)row * a.alpha_stride + j];
-    dal = !TT && in && a.dalpha ? a.dalpha[(size_t)row * a.dalpha_stride + j] : 0.0f;
-}
-
-/* s row of table row `row` (the table mode), or the row itself. */
-template <bool TT> __device__ static inline int bwd_src(const bwd_args &a, int rows, int row) {
-    return TT && row < rows ? a.src_rows[row] : row;
-}
-
-/* __launch_bounds__: 80 registers a thread, three 256-thread blocks an SM.
- * TT: the training table's mode (bwd_args); false: the window rows. */
+/* __launch_bounds__: 128 registers a thread, two 256-thread blocks an SM.
+ * TT: the training table's mode (bwd_args); false: the window rows, with
+ * the expressions (and registers) the kernel had before that mode. */
 template <int DV, bool TT>
-static __global__ void __launch_bounds__(VSNB_THREADS, VSNB_BLOCKS) vsn_bwd_fused_kernel(bwd_args a) {
+static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_bwd_fused_kernel(bwd_args a) {
     typedef bwd_shape<DV> S;
-    constexpr int T = S::T, NI = S::NI, CG = S::CG, RG = S::RG, R = S::R, LDH = S::LDH, LDG = S::LDG, NF = S::NF;
+    constexpr int T = S::T, CG = S::CG, RG = S::RG, R = S::R, LDW = S::LDW, LDH = S::LDH, LDG = S::LDG;
     extern __shared__ float4 bwd_smem4[];
     float *sm = reinterpret_cast<float *>(bwd_smem4);
     double *dm = reinterpret_cast<double *>(sm + S::FLOATS);
     const float *W2s = sm + S::W2, *Wgs = sm + S::WG, *vec = sm + S::VEC;
-    float *ss = sm + S::ROWS, *as = ss + R, *das = as + R, *Bs = sm + S::B, *Cs = sm + S::C, *tb = sm + S::TB;
-    double *col = dm + S::DCOL, *dsx = dm + S::DDSX;
+    float *ss = sm + S::ROWS, *as = ss + R, *das = as + R, *Bs = sm + S::B, *Cs = sm + S::C;
+    double *acc = dm, *col = dm + S::DCOL, *dsx = dm + S::DDSX;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, cg = tid % CG, rg = tid / CG;
     const int j = blockIdx.x, sp = blockIdx.y;
     double *colw = col + warp * S::NCOL;
-    /* the variable's weights and vectors, for every tile; the column sums zeroed */
+    /* the variable's weights and vectors, for every tile; the accumulators zeroed */
     {
         const float *W2 = a.W2 + (size_t)j * DV * DV, *Wg = a.Wg + (size_t)j * 2 * DV * DV;
         for (int i = tid; i < 3 * DV * DV; i += T) { /* [W2; Wg] rows o < 3 DV, columns k */
             const int o = i / DV, k = i % DV;
-            sm[S::W2 + o * S::LDW + k] = o < DV ? W2[i] : Wg[i - DV * DV];
+            sm[S::W2 + o * LDW + k] = o < DV ? W2[i] : Wg[i - DV * DV];
         }
         for (int i = tid; i < 8 * DV; i += T) {
             const int which = i / DV, k = i % DV;
@@ -339,215 +243,198 @@ static __global__ void __launch_bounds__(VSNB_THREADS, VSNB_BLOCKS) vsn_bwd_fuse
                              : which == S::LNW ? a.lnw[jk]
                                                : a.lnb[jk];
         }
+        for (int i = tid; i < S::NACC; i += T)
+            acc[i] = 0;
         for (int i = tid; i < S::W * S::NCOL; i += T)
             col[i] = 0;
     }
     const int rows = TT ? min(*a.nrows, a.rows) : a.rows;
-    long lt0, lt1;
-    st_rowsplit_range(TT ? ((long)rows + R - 1) / R : a.ntiles, a.splits, sp, &lt0, &lt1);
-    const int t0 = (int)lt0, t1 = (int)lt1; /* rows < 2^31: tiles and rows as int */
-    /* thread tid < R stages row tid of each tile a tile ahead: its s, alpha, dalpha (c_*) for the
-     * next tile, its s row (nsrc, the table's src_rows entry) for the one after, so that neither
-     * load waits for the other nor the tile's start for either */
-    float c_s = 0, c_a = 0, c_da = 0;
-    int nsrc = 0;
-    if (tid < R && t0 < t1) {
-        const int row = t0 * R + tid, nrow = row + R;
-        bwd_stage<TT>(a, j, rows, row, bwd_src<TT>(a, rows, row), c_s, c_a, c_da);
-        nsrc = bwd_src<TT>(a, rows, nrow);
-    }
-    for (int tile = t0; tile < t1; tile++) {
-        const int row0 = tile * R;
+    long t0, t1;
+    st_rowsplit_range(TT ? ((long)rows + R - 1) / R : a.ntiles, a.splits, sp, &t0, &t1);
+    for (long tile = t0; tile < t1; tile++) {
+        const size_t row0 = (size_t)tile * R;
         __syncthreads(); /* the previous tile is done with every buffer (the first: weights staged) */
-        if (tid < R) {
-            ss[tid] = c_s, as[tid] = c_a, das[tid] = c_da;
-            const int nrow = row0 + R + tid;
-            bwd_stage<TT>(a, j, rows, nrow, nsrc, c_s, c_a, c_da);
-            nsrc = bwd_src<TT>(a, rows, nrow + R);
-        }
-        /* dv of the thread's rows and columns (0 past the end), for P3 */
-        float dvr[NI][4];
-#pragma unroll
-        for (int i = 0; i < NI; i++) {
-            const int row = row0 + rg + RG * i;
-#pragma unroll
-            for (int c = 0; c < 4; c++)
-                dvr[i][c] =
-                    row < rows
-                        ? __ldg(a.dv + (size_t)row * a.dv_stride + (TT ? (size_t)j * a.dv_jstride : 0) + cg + CG * c)
-                        : 0.0f;
-        }
-        /* the previous tile's sums into the partial (part: 0 before the split's second tile) */
-        if (tile > t0) {
-            double *part = a.parts + ((size_t)sp * a.F + j) * S::NP;
-            double pv[NF];
-#pragma unroll
-            for (int u = 0; u < NF; u++) {
-                const int i = tid + T * u;
-                pv[u] = tile > t0 + 1 && i < S::NACC ? part[i] : 0.0;
-            }
-#pragma unroll
-            for (int u = 0; u < NF; u++) {
-                const int i = tid + T * u;
-                if (i < S::NACC) part[i] = pv[u] + (double)tb[i];
-            }
+        for (int i = tid; i < R; i += T) {
+            const size_t row = row0 + i;
+            const bool in = row < (size_t)(TT ? rows : a.rows);
+            const size_t src = TT && in ? (size_t)a.src_rows[row] : row;
+            ss[i] = in ? a.s[src * (size_t)a.s_stride + j] : 0.0f;
+            as[i] = !in ? 0.0f : TT ? 1.0f : a.alpha[row * (size_t)a.alpha_stride + j];
+            das[i] = in && a.dalpha ? a.dalpha[row * (size_t)a.dalpha_stride + j] : 0.0f;
         }
         __syncthreads();
         /* P1: h1 into A (the C region, rows LDH) */
         bwd_h1<DV>(ss, vec, Cs);
         __syncthreads();
         /* P2: h2 = h1 W2^T into B: rows rg + RG i, columns cg + CG c */
-        bwd_h2<DV>(Cs, W2s, Bs, rg, cg);
+        vsn_tile_h2<DV, RG, LDH, LDW>(Cs, W2s, Bs, rg, cg);
         __syncthreads();
-        /* P3: g = h2 Wg^T, the gate, the norm, dalpha_j, the norm and gate backward; dgl into C.
-         * The thread's NI rows side by side (their row sums' butterflies together) in three
-         * passes; between them g1 and sg wait in the thread's own dgl slots of C and xh in tb
-         * (free until P6a), not in registers. */
+        /* P3: g = h2 Wg^T, the gate, the norm, dalpha_j, the norm and gate backward; dgl into C */
         {
-            float g[NI][8];
-            bwd_g<DV>(Bs, Wgs, rg, cg, g);
-            float x[NI][4];
-            double sum[NI];
+            float g[4][8];
+            vsn_tile_g<DV, RG, LDH, LDW>(Bs, Wgs, rg, cg, g);
+            double cw[4] = {0, 0, 0, 0}, cx[4] = {0, 0, 0, 0}, csx[4] = {0, 0, 0, 0};
 #pragma unroll
-            for (int i = 0; i < NI; i++) {
+            for (int i = 0; i < 4; i++) {
                 const int r = rg + RG * i;
+                const size_t row = row0 + r;
                 const float sj = ss[r];
-                sum[i] = 0;
-#pragma unroll
-                for (int c = 0; c < 4; c++) {
-                    const int o = cg + CG * c;
-                    const float g1 = g[i][c] + vec[S::B1 * DV + o];
-                    const float sg = dev_sigmoid(g[i][4 + c] + vec[S::B2 * DV + o]);
-                    x[i][c] = (sj * vec[S::EW * DV + o] + vec[S::EB * DV + o]) + g1 * sg;
-                    sum[i] += x[i][c];
-                    Cs[r * LDG + o] = g1, Cs[r * LDG + DV + o] = sg;
-                }
-            }
-            row_sums<CG, NI>(sum);
-            double var[NI];
-#pragma unroll
-            for (int i = 0; i < NI; i++) {
-                sum[i] = sum[i] / DV;
-                var[i] = 0;
+                float x[4], g1[4], sg[4], dvr[4]; /* dv of the row's columns, 0 past the end */
 #pragma unroll
                 for (int c = 0; c < 4; c++)
-                    var[i] += ((double)x[i][c] - sum[i]) * ((double)x[i][c] - sum[i]);
-            }
-            row_sums<CG, NI>(var);
-            float rs[NI];
-            double rd[3 * NI]; /* da, sgk, sgx of each row */
-            {
-                double cw[4] = {0, 0, 0, 0};
-#pragma unroll
-                for (int i = 0; i < NI; i++) {
-                    const int r = rg + RG * i;
-                    const float mean = (float)sum[i];
-                    rs[i] = (float)(1.0 / sqrt(var[i] / DV + VSN_EPS));
-                    const double aj = (double)as[r];
-                    double da = 0, sgk = 0, sgx = 0;
-#pragma unroll
-                    for (int c = 0; c < 4; c++) {
-                        const int o = cg + CG * c;
-                        const float lw = vec[S::LNW * DV + o];
-                        const float xh = xhat_of(x[i][c], mean, rs[i]);
-                        const float t = xh * lw + vec[S::LNB * DV + o];
-                        da += (double)dvr[i][c] * (double)t;
-                        const double ad = aj * dvr[i][c], gk = ad * lw;
-                        sgk += gk;
-                        sgx += gk * xh;
-                        cw[c] += (double)((float)ad * xh);
-                        tb[r * LDH + o] = xh;
-                    }
-                    rd[i] = da, rd[NI + i] = sgk, rd[2 * NI + i] = sgx;
-                }
-                warp_cols_add<CG>(cw, colw + S::CLNW * DV, cg, CG, lane);
-            }
-            row_sums<CG, 3 * NI>(rd);
-            double cx[4] = {0, 0, 0, 0}, csx[4] = {0, 0, 0, 0}, ex[NI];
-#pragma unroll
-            for (int i = 0; i < NI; i++) {
-                const int r = rg + RG * i;
-                const float sj = ss[r];
-                const double aj = (double)as[r], sgk = rd[NI + i] / DV, sgx = rd[2 * NI + i] / DV;
-                ex[i] = 0;
+                    dvr[c] = row < (size_t)(TT ? rows : a.rows)
+                                 ? __ldg(a.dv + row * (size_t)a.dv_stride + (TT ? (size_t)j * a.dv_jstride : 0) + cg +
+                                         CG * c)
+                                 : 0.0f;
+                double sum = 0;
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int o = cg + CG * c;
-                    const float g1 = Cs[r * LDG + o], sg = Cs[r * LDG + DV + o], xh = tb[r * LDH + o];
-                    const double gk = aj * dvr[i][c] * vec[S::LNW * DV + o];
-                    const float dx = (float)((double)rs[i] * (gk - sgk - xh * sgx));
-                    Cs[r * LDG + o] = dx * sg;
-                    Cs[r * LDG + DV + o] = dx * g1 * sg * (1.0f - sg);
+                    g1[c] = g[i][c] + vec[S::B1 * DV + o];
+                    sg[c] = dev_sigmoid(g[i][4 + c] + vec[S::B2 * DV + o]);
+                    x[c] = (sj * vec[S::EW * DV + o] + vec[S::EB * DV + o]) + g1[c] * sg[c];
+                    sum += x[c];
+                }
+                sum = row_sum<CG>(sum) / DV;
+                double var = 0;
+#pragma unroll
+                for (int c = 0; c < 4; c++)
+                    var += ((double)x[c] - sum) * ((double)x[c] - sum);
+                var = row_sum<CG>(var);
+                const float mean = (float)sum, rs = (float)(1.0 / sqrt(var / DV + VSN_EPS));
+                const double aj = (double)as[r];
+                float xh[4];
+                double da = 0, sgk = 0, sgx = 0;
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int o = cg + CG * c;
+                    const float lw = vec[S::LNW * DV + o];
+                    xh[c] = xhat_of(x[c], mean, rs);
+                    const float t = xh[c] * lw + vec[S::LNB * DV + o];
+                    da += (double)dvr[c] * (double)t;
+                    const double ad = aj * dvr[c], gk = ad * lw;
+                    sgk += gk;
+                    sgx += gk * xh[c];
+                    cw[c] += (double)((float)ad * xh[c]);
+                }
+                da = row_sum<CG>(da) + (double)das[r];
+                sgk = row_sum<CG>(sgk) / DV;
+                sgx = row_sum<CG>(sgx) / DV;
+                double ex = 0;
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    const int o = cg + CG * c;
+                    const double gk = aj * dvr[c] * vec[S::LNW * DV + o]; /* again: fewer live registers */
+                    const float dx = (float)((double)rs * (gk - sgk - xh[c] * sgx));
+                    Cs[r * LDG + o] = dx * sg[c];
+                    Cs[r * LDG + DV + o] = dx * g1[c] * sg[c] * (1.0f - sg[c]);
                     cx[c] += (double)dx;
                     csx[c] += (double)(sj * dx);
-                    ex[i] += (double)dx * vec[S::EW * DV + o];
+                    ex += (double)dx * vec[S::EW * DV + o];
+                }
+                ex = row_sum<CG>(ex);
+                if (cg == 0) {
+                    dsx[r] = ex;
+                    if (!TT && row < (size_t)a.rows) a.dad[(size_t)j * a.rows + row] = da;
                 }
             }
-            row_sums<CG, NI>(ex);
-            if (cg == 0)
-#pragma unroll
-                for (int i = 0; i < NI; i++) {
-                    const int r = rg + RG * i;
-                    const int row = row0 + r;
-                    dsx[r] = ex[i];
-                    if (!TT && row < a.rows) a.dad[(size_t)j * a.rows + row] = rd[i] + (double)das[r];
-                }
+            warp_cols_add<CG>(cw, colw + S::CLNW * DV, cg, CG, lane);
             warp_cols_add<CG>(cx, colw + S::CX * DV, cg, CG, lane);
             warp_cols_add<CG>(csx, colw + S::CSX * DV, cg, CG, lane);
         }
         __syncthreads();
-        /* P6a: dWg = dgl^T h2, gg = colsum dgl over the tile */
-        bwd_outer<DV, S::NTG, S::RSA, LDG, LDH>(Cs, Bs, tb, tb + S::GG, warp, lane);
         /* P4: dh2 = dgl Wg (rows rg + RG i, columns 4 cg + b), kept until B is free */
-        float d2[NI][4];
-        bwd_back<DV, 2 * DV, LDG>(Cs, Wgs, rg, cg, d2);
+        float d2[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                d2[i][b] = 0;
+#pragma unroll 1
+        for (int o = 0; o < 2 * DV; o += 4) {
+            float4 x[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                x[i] = lds4(Cs + (rg + RG * i) * LDG + o);
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float4 w = lds4(Wgs + (o + u) * LDW + 4 * cg);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float xi = comp(x[i], u);
+                    d2[i][0] = fmaf(xi, w.x, d2[i][0]);
+                    d2[i][1] = fmaf(xi, w.y, d2[i][1]);
+                    d2[i][2] = fmaf(xi, w.z, d2[i][2]);
+                    d2[i][3] = fmaf(xi, w.w, d2[i][3]);
+                }
+            }
+        }
+        /* P6a: dWg += dgl^T h2, gg += colsum dgl */
+        bwd_outer<DV, S::NTG, S::RSA, LDG, LDH>(Cs, Bs, acc, acc + S::GG, warp, lane);
         __syncthreads();
         /* dh2 into B, h1 again into C (rows LDH) */
 #pragma unroll
-        for (int i = 0; i < NI; i++)
+        for (int i = 0; i < 4; i++)
             *reinterpret_cast<float4 *>(Bs + (rg + RG * i) * LDH + 4 * cg) =
                 make_float4(d2[i][0], d2[i][1], d2[i][2], d2[i][3]);
         bwd_h1<DV>(ss, vec, Cs);
         __syncthreads();
         /* P5: dh1 = (dh2 W2) ELU'(h1), its column sums and the ds part */
         {
-            float d1[NI][4];
-            bwd_back<DV, DV, LDH>(Bs, W2s, rg, cg, d1);
-            double cq[4] = {0, 0, 0, 0}, cqs[4] = {0, 0, 0, 0}, e[NI];
+            float d1[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int b = 0; b < 4; b++)
+                    d1[i][b] = 0;
+#pragma unroll
+            for (int o = 0; o < DV; o += 4) {
+                float4 x[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    x[i] = lds4(Bs + (rg + RG * i) * LDH + o);
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const float4 w = lds4(W2s + (o + u) * LDW + 4 * cg);
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float xi = comp(x[i], u);
+                        d1[i][0] = fmaf(xi, w.x, d1[i][0]);
+                        d1[i][1] = fmaf(xi, w.y, d1[i][1]);
+                        d1[i][2] = fmaf(xi, w.z, d1[i][2]);
+                        d1[i][3] = fmaf(xi, w.w, d1[i][3]);
+                    }
+                }
+            }
+            double cq[4] = {0, 0, 0, 0}, cqs[4] = {0, 0, 0, 0};
             const float4 Uk = lds4(vec + S::U * DV + 4 * cg);
 #pragma unroll
-            for (int i = 0; i < NI; i++) {
+            for (int i = 0; i < 4; i++) {
                 const int r = rg + RG * i;
                 const float sj = ss[r];
                 const float4 h = lds4(Cs + r * LDH + 4 * cg);
-                e[i] = 0;
+                double e = 0;
 #pragma unroll
                 for (int b = 0; b < 4; b++) {
                     const float dh = d1[i][b] * elu_grad_from_out(comp(h, b));
                     cq[b] += (double)dh;
                     cqs[b] += (double)(sj * dh);
-                    e[i] += (double)dh * comp(Uk, b);
+                    e += (double)dh * comp(Uk, b);
                 }
+                e = row_sum<CG>(e);
+                const size_t row = row0 + r;
+                if (!TT && cg == 0 && a.dsv && row < (size_t)a.rows) a.dsv[(size_t)j * a.rows + row] = dsx[r] + e;
             }
-            row_sums<CG, NI>(e);
-            if (!TT && cg == 0 && a.dsv)
-#pragma unroll
-                for (int i = 0; i < NI; i++) {
-                    const int r = rg + RG * i;
-                    const int row = row0 + r;
-                    if (row < a.rows) a.dsv[(size_t)j * a.rows + row] = dsx[r] + e[i];
-                }
             warp_cols_add<CG>(cq, colw + S::CQ1 * DV, 4 * cg, 1, lane);
             warp_cols_add<CG>(cqs, colw + S::CQS * DV, 4 * cg, 1, lane);
         }
-        /* P6b: dW2 = dh2^T h1, fc2_b = colsum dh2 over the tile */
-        bwd_outer<DV, S::NT2, S::RSB, LDH, LDH>(Bs, Cs, tb + S::NWG, tb + S::FB, warp, lane);
+        /* P6b: dW2 += dh2^T h1, fc2_b += colsum dh2 */
+        bwd_outer<DV, S::NT2, S::RSB, LDH, LDH>(Bs, Cs, acc + S::NWG, acc + S::FB, warp, lane);
     }
     __syncthreads();
-    /* the last tile's sums (0 for a split without tiles), then the warps' column sums in order */
     double *part = a.parts + ((size_t)sp * a.F + j) * S::NP;
     for (int i = tid; i < S::NACC; i += T)
-        part[i] = t1 <= t0 ? 0.0 : (t1 - t0 > 1 ? part[i] : 0.0) + (double)tb[i];
+        part[i] = acc[i];
     for (int i = tid; i < S::NCOL; i += T) {
         double t = 0;
         for (int w = 0; w < S::W; w++)
@@ -664,22 +551,7 @@ static size_t scratch_parts_at(int rows, int F) { return 2 * (size_t)rows * F; }
 
 static size_t partial_doubles(int Dv) { return 3 * (size_t)Dv * Dv + 8 * (size_t)Dv; }
 
-static long tile_rows(int Dv) { return (long)VSNB_NI * VSNB_THREADS / (Dv / 4); }
-
-/* The row splits for ntiles tiles of F variables: of the counts <= the
- * tiles and VSNB_SPLITS, the one whose grid (F x splits blocks, blocks of
- * equal work) runs the fewest tiles a block slot, whole waves of VSNB_WAVE
- * resident blocks times a block's tiles (the smallest count on a tie):
- * F = 40 and 1,094 tiles: 29 splits, 1,160 blocks in 3 waves of 38 tiles
- * (32 would be 1,280 blocks, 4 waves of 35). From the sizes only. */
-static long row_splits(long ntiles, int F) {
-    long best = 1, cost = -1;
-    for (long sp = 1; sp <= VSNB_SPLITS && sp <= ntiles; sp++) {
-        const long c = ((long)F * sp + VSNB_WAVE - 1) / VSNB_WAVE * ((ntiles + sp - 1) / sp);
-        if (cost < 0 || c < cost) best = sp, cost = c;
-    }
-    return best;
-}
+static long tile_rows(int Dv) { return 4L * VSNB_THREADS / (Dv / 4); }
 
 /* The splits for these sizes within scratch_floats (0: it does not fit). */
 static int bwd_splits(int rows, int F, int Dv, size_t scratch_floats) {
@@ -687,7 +559,7 @@ static int bwd_splits(int rows, int F, int Dv, size_t scratch_floats) {
     const size_t have = scratch_floats / 2, fixed = scratch_parts_at(rows, F), per = (size_t)F * partial_doubles(Dv);
     if (have <= fixed) return 0;
     size_t fit = (have - fixed) / per;
-    long sp = row_splits(ntiles, F);
+    long sp = ntiles < VSNB_SPLITS ? ntiles : VSNB_SPLITS;
     if ((size_t)sp > fit) sp = (long)fit;
     return (int)sp;
 }
@@ -747,7 +619,8 @@ extern "C" int st_cuda_vsn_backward_fused(int rows, int F, int Dv, const float *
 
 extern "C" size_t st_cuda_vsn_backward_fused_table_doubles(int cap, int F, int Dv) {
     const long ntiles = (cap + tile_rows(Dv) - 1) / tile_rows(Dv);
-    return (size_t)row_splits(ntiles, F) * F * partial_doubles(Dv);
+    const long sp = ntiles < VSNB_SPLITS ? ntiles : VSNB_SPLITS;
+    return (size_t)(sp > 0 ? sp : 1) * F * partial_doubles(Dv);
 }
 
 extern "C" int st_cuda_vsn_backward_fused_table(int cap, const int *nrows, const int *src_rows, int F, int Dv,

@@ -22,16 +22,7 @@
  *    the full forward's bits there and writes nothing else;
  *  - two GPU runs give the same bits, and a vector-path case gives the same
  *    bits as its scalar twin (same values, other strides: the sums run in
- *    an order that depends on the shapes only);
- *  - the first 1, 17, 70 and 140 windows of a batch alone give the whole
- *    batch's y and dx bits there (and keep the poison outside the slices):
- *    the forward's rows a thread follow the grid (on 132 SMs at the
- *    default preset, float4 path: 2 rows below 66 windows, 4 below 132, 8
- *    from there; scalar path: 2 below 17, 4 below 33, 8 from there:
- *    conv1d.cu forward_tile_rows) and the bits must not; the backward's
- *    rows come through its cp.async ring at every size. Most cases above are small: they run the 2-row forward
- *    against the CPU; "many windows" (vector) the 8-row one, "100 windows"
- *    the 4-row (vector) and 8-row (scalar) ones, twins of the same bits.
+ *    an order that depends on the shapes only).
  * Skips (77) without a GPU. */
 #include <stdint.h>
 
@@ -179,58 +170,6 @@ static void conv_case_run(const conv_case *c, uint64_t seed, conv_bits *keep) {
     free(y), free(dx), free(dw), free(db), free(work);
     free(h.x), free(h.w), free(h.b), free(h.dy), free(h.dw0), free(h.db0);
 }
-
-/* The first n windows of x, dy (device, rows of xs and gs) alone: y and dx
- * (poisoned first) downloaded, at strides ys and xs. */
-static void conv_prefix_call(int n, int K, int Ch, int W, const float *x, int xs, int off, const float *w,
-                             const float *b, const float *dy, int gs, int ys, float **y_out, float **dx_out) {
-    size_t nx = (size_t)n * K * xs, ny = (size_t)n * K * ys;
-    float *y = dev_poisoned(ny), *dx = dev_poisoned(nx), *dw = dev_poisoned((size_t)Ch * W), *db = dev_poisoned(Ch);
-    float *work = dev_poisoned(st_cuda_conv1d_work_count(n, K, Ch, W));
-    cudaMemset(dw, 0, sizeof(float) * Ch * W), cudaMemset(db, 0, sizeof(float) * Ch);
-    int rc = st_cuda_conv1d_forward(n, K, Ch, W, x + off, xs, w, b, 1, y, ys, NULL);
-    CHECK(rc == ST_OK, "prefix %d windows: forward: %s", n, st_last_error());
-    rc = st_cuda_conv1d_backward(n, K, Ch, W, x + off, xs, w, b, 1, dy, gs, dx + off, xs, dw, db, work, NULL);
-    CHECK(rc == ST_OK, "prefix %d windows: backward: %s", n, st_last_error());
-    CHECK(cudaDeviceSynchronize() == cudaSuccess, "prefix %d windows: kernels failed: %s", n,
-          cudaGetErrorString(cudaGetLastError()));
-    *y_out = dev_download_new(y, ny), *dx_out = dev_download_new(dx, nx);
-    dev_free(y), dev_free(dx), dev_free(dw), dev_free(db), dev_free(work);
-}
-
-/* Bsz windows of Ch columns at off of rows `row + 3 pad` wide (y: Ch + 5
- * pad, dy: Ch + 2 pad; pad 0 the vector paths): each prefix n < Bsz of
- * {1, 17, 70, 140} windows against the whole batch, value by value. */
-static void conv_prefix_run(const char *name, int Bsz, int K, int Ch, int W, int off, int row, int pad, uint64_t seed) {
-    const int rows = Bsz * K, xs = row + 3 * pad, ys = Ch + 5 * pad, gs = Ch + 2 * pad;
-    float *hx = host_slice(rows, Ch, xs, off, 1.0f, seed, 1), *hw = host_slice(Ch, W, W, 0, 0.5f, seed, 2);
-    float *hb = host_slice(1, Ch, Ch, 0, 0.3f, seed, 3), *hdy = host_slice(rows, Ch, gs, 0, 1.0f, seed, 4);
-    float *x = dev_upload(hx, (size_t)rows * xs), *w = dev_upload(hw, (size_t)Ch * W), *b = dev_upload(hb, Ch);
-    float *dy = dev_upload(hdy, (size_t)rows * gs);
-    float *fy, *fdx;
-    conv_prefix_call(Bsz, K, Ch, W, x, xs, off, w, b, dy, gs, ys, &fy, &fdx);
-    const int prefixes[] = {1, 17, 70, 140};
-    for (int k = 0; k < (int)(sizeof prefixes / sizeof prefixes[0]) && prefixes[k] < Bsz; k++) {
-        const int n = prefixes[k];
-        float *py, *pdx;
-        conv_prefix_call(n, K, Ch, W, x, xs, off, w, b, dy, gs, ys, &py, &pdx);
-        long y_rows = 0, dx_rows = 0, outside = 0;
-        for (int r = 0; r < n * K; r++) {
-            y_rows += !same_bits(py + (size_t)r * ys, fy + (size_t)r * ys, Ch);
-            dx_rows += !same_bits(pdx + (size_t)r * xs + off, fdx + (size_t)r * xs + off, Ch);
-        }
-        outside = outside_written(py, n * K, Ch, ys, 0) + outside_written(pdx, n * K, Ch, xs, off);
-        printf("  %s: the first %d of %d windows: y rows %s, dx rows %s the whole batch's\n", name, n, Bsz,
-               y_rows ? "differ from" : "equal", dx_rows ? "differ from" : "equal");
-        CHECK(y_rows == 0 && dx_rows == 0 && outside == 0,
-              "%s: the first %d windows alone: %ld rows of y and %ld of dx differ from the %d-window call's, %ld "
-              "values outside the slices written",
-              name, n, y_rows, dx_rows, Bsz, outside);
-        free(py), free(pdx);
-    }
-    free(fy), free(fdx), free(hx), free(hw), free(hb), free(hdy);
-    dev_free(x), dev_free(w), dev_free(b), dev_free(dy);
-}
 #endif
 
 int main(void) {
@@ -273,11 +212,6 @@ int main(void) {
         {"many windows default (scalar)", many, d.K, dC, d.W, 1, dI, dR, 1, 17},
         /* 18: windows of 5 rows: a lane sums several tiles */
         {"300 windows of K=5", 300, 5, 8, 4, 1, 0, 8, 0, 0},
-        /* 19: on 132 SMs the 4-row forward (vector) and the 8-row one (scalar), twins */
-        {"100 windows default (vector)", 100, d.K, dC, d.W, 1, dI, dR, 0, 0},
-        {"100 windows default (scalar)", 100, d.K, dC, d.W, 1, dI, dR, 1, 20},
-        /* 21: an odd row count with a tile shorter than the history (K = 37 = 18 tiles of 2 and one row) */
-        {"7 windows of K=37 (scalar)", 7, 37, 20, 4, 1, 4, 28, 1, 0},
     };
     enum { NCASES = sizeof cases / sizeof cases[0] };
     conv_bits bits[NCASES];
@@ -300,9 +234,6 @@ int main(void) {
     }
     for (int i = 0; i < NCASES; i++)
         free(bits[i].y), free(bits[i].dx), free(bits[i].dw), free(bits[i].db);
-    conv_prefix_run("prefixes (vector)", test_quick() ? 150 : 300, d.K, dC, d.W, dI, dR, 0, 4100);
-    conv_prefix_run("prefixes (scalar, padded)", test_quick() ? 80 : 160, d.K, dC, d.W, dI, dR, 1, 4101);
-    conv_prefix_run("prefixes K=37", 120, 37, 20, 4, 4, 28, 1, 4102);
 #endif
     TEST_MAIN_END();
 }

@@ -53,6 +53,7 @@
 #include <mma.h>
 #include <stdint.h>
 
+#include "cuda/ssd_device.cuh"
 #include "cuda/ssd_shape.cuh"
 
 /* Row-stride padding of the TC layout's staged rows and states. */
@@ -168,14 +169,8 @@ template <class S> __device__ static inline void tc_decays(const ssd_chunk &k, s
     double carry = 0;
     for (int i0 = 0; i0 < L; i0 += 32) {
         const int i = i0 + lane;
-        double v = i < L ? m.ai[i] : 0.0;
-        for (int o = 1; o < 32; o *= 2) {
-            const double u = __shfl_up_sync(0xffffffffu, v, o);
-            if (lane >= o) v += u;
-        }
-        v += carry;
-        if (i < L) m.sa[i] = v;
-        carry = __shfl_sync(0xffffffffu, v, 31); /* rows past L add 0: cum[L-1] after the last segment */
+        const double v = warp_prefix_step(i < L ? m.ai[i] : 0.0, carry, lane); /* rows past L add 0 */
+        if (i < L) m.sa[i] = v; /* carry: cum[L-1] after the last segment */
     }
     for (int i = lane; i < L; i += 32) { /* sa[i] was written by this lane */
         m.e[i] = exp(m.sa[i]);

@@ -5,6 +5,20 @@
 #ifndef ST_SSD_DEVICE_CUH
 #define ST_SSD_DEVICE_CUH
 
+/* One 32-row segment of a warp's inclusive prefix sum in double: v summed
+ * over lanes 0..lane by an up-shuffle tree, plus carry (the segments
+ * before); carry becomes the segment's total (lane 31's) for the next.
+ * The scan of every TC kernel's decays (cum over a chunk or a window). */
+__device__ static inline double warp_prefix_step(double v, double &carry, int lane) {
+    for (int o = 1; o < 32; o *= 2) {
+        const double u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += u;
+    }
+    v += carry;
+    carry = __shfl_sync(0xffffffffu, v, 31);
+    return v;
+}
+
 /* sum_{s<i<=t} a_i, summed from t down as ssd.c's decay_row does. */
 __device__ static inline double segment(const double *ai, int t, int s) {
     double seg = 0;

@@ -22,6 +22,8 @@
 
 #include <cuda_pipeline.h>
 
+#include "cuda/ssd_device.cuh"
+
 /* x rounded to TF32 (round to nearest, ties away), as the MMA's operand bits. */
 __device__ static inline uint32_t qf_tf32(float x) {
     uint32_t u;
@@ -81,13 +83,7 @@ __device__ static inline void qf_prefix(const float *dth, size_t ld, int K, doub
     for (int i0 = 0; i0 < K; i0 += 32) {
         const int i = i0 + lane;
         const float dt = i0 ? dt1 : dt0;
-        double v = (double)dt * A;
-        for (int o = 1; o < 32; o *= 2) {
-            const double u = __shfl_up_sync(0xffffffffu, v, o);
-            if (lane >= o) v += u;
-        }
-        v += carry;
-        carry = __shfl_sync(0xffffffffu, v, 31);
+        const double v = warp_prefix_step((double)dt * A, carry, lane);
         if (i < K) cum[i] = v, dtf[i] = dt;
     }
 }

@@ -11,6 +11,7 @@
 
 #include <mma.h>
 
+#include "cuda/ssd_device.cuh"
 #include "cuda/ssd_scan_tc.cuh"
 #include "cuda/ssd_shape.cuh"
 
@@ -79,13 +80,7 @@ __device__ static inline double tc_decay_prefix(const float *dth, size_t ld, int
     for (int i0 = 0; i0 < Qp; i0 += 32) {
         const int i = i0 + lane;
         const float dt = i < L ? dth[(size_t)i * ld] : 0.0f;
-        double v = (double)dt * A;
-        for (int o = 1; o < 32; o *= 2) {
-            const double u = __shfl_up_sync(0xffffffffu, v, o);
-            if (lane >= o) v += u;
-        }
-        v += carry;
-        carry = __shfl_sync(0xffffffffu, v, 31);
+        const double v = warp_prefix_step((double)dt * A, carry, lane);
         if (i < Qp) cum[i] = v, dtf[i] = dt;
     }
     return carry;

@@ -258,14 +258,8 @@ __device__ static inline void quad_cum(const float *dt, double A, int K, double 
     double carry = 0;
     for (int i0 = 0; i0 < K; i0 += 32) {
         const int i = i0 + lane;
-        double v = i < K ? (double)dt[i] * A : 0.0;
-        for (int o = 1; o < 32; o *= 2) {
-            const double u = __shfl_up_sync(0xffffffffu, v, o);
-            if (lane >= o) v += u;
-        }
-        v += carry;
+        const double v = warp_prefix_step(i < K ? (double)dt[i] * A : 0.0, carry, lane);
         if (i < K) cum[i] = v * QUAD_LOG2E;
-        carry = __shfl_sync(0xffffffffu, v, 31);
     }
 }
 

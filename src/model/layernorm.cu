@@ -98,6 +98,12 @@ extern "C" int st_cuda_layernorm_forward(int rows, int n, const float *x, int x_
     return ST_OK;
 }
 
+/* One element's terms of the dx passes, in double: xhat and g = dy w. */
+__device__ static inline void ln_dx_terms(float x, float dy, float w, double mu, double rs, double &xh, double &g) {
+    xh = ((double)x - mu) * rs;
+    g = (double)dy * w;
+}
+
 /* dx of a warp's row. K = 0: any n, the loops below (x, dy, w read again
  * in the second pass, res only there). K > 0, n <= 32 K <= ST_LN_REG_COLS:
  * the row in registers, lane l owning columns l + 32 k, every load of the
@@ -121,16 +127,16 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
     double sg = 0, sgx = 0;
     if constexpr (K == 0) {
         for (int i = lane; i < n; i += 32) {
-            double xh = ((double)xr[i] - mu) * rs;
-            double g = (double)gr[i] * w[i];
+            double xh, g;
+            ln_dx_terms(xr[i], gr[i], w[i], mu, rs, xh, g);
             sg += g;
             sgx += g * xh;
         }
         sg = warp_sum(sg) / n;
         sgx = warp_sum(sgx) / n;
         for (int i = lane; i < n; i += 32) {
-            double xh = ((double)xr[i] - mu) * rs;
-            double g = (double)gr[i] * w[i];
+            double xh, g;
+            ln_dx_terms(xr[i], gr[i], w[i], mu, rs, xh, g);
             float v = (float)(rs * (g - sg - xh * sgx));
             dxr[i] = resr ? resr[i] + v : v;
         }
@@ -145,8 +151,8 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
 #pragma unroll
         for (int k = 0; k < K; k++)
             if (lane + 32 * k < n) {
-                double xh = ((double)xv[k] - mu) * rs;
-                double g = (double)gv[k] * wv[k];
+                double xh, g;
+                ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
                 sg += g;
                 sgx += g * xh;
             }
@@ -155,8 +161,8 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
 #pragma unroll
         for (int k = 0; k < K; k++)
             if (lane + 32 * k < n) {
-                double xh = ((double)xv[k] - mu) * rs;
-                double g = (double)gv[k] * wv[k];
+                double xh, g;
+                ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
                 float v = (float)(rs * (g - sg - xh * sgx));
                 dxr[lane + 32 * k] = resr ? rv[k] + v : v;
             }

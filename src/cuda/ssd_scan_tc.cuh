@@ -31,6 +31,9 @@ size_t scan_tc_smem_bytes(int Q, int P, int N);
  * multiple of 16) and its shared memory fits, else the walk. */
 int scan_tc_launch(const scan_args &a, int Bsz, size_t smem_optin, cudaStream_t st);
 
+/* The current device's SM count (0 on failure). */
+int tc_sms(void);
+
 /* `kernel` over `blocks` blocks of SCAN_THREADS with `bytes` of dynamic
  * shared memory (opted in past the 48 KiB default). */
 int tc_launch(void (*kernel)(scan_args), const scan_args &a, size_t bytes, unsigned blocks, cudaStream_t st);

@@ -259,10 +259,9 @@ static quad_plan quad_choose(int Bsz, int K, int P, int N, int G, int HG) {
         return quad_plan_of(K, P, HG, (HG + s - 1) / s);
     }
     quad_plan best = quad_plan_of(K, P, HG, HG);
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
-        return best;
+    int dev = 0;
+    const int sms = tc_sms();
+    if (sms <= 0 || cudaGetDevice(&dev) != cudaSuccess) return best;
     const size_t pairs = (size_t)Bsz * (size_t)G;
     if (pairs >= 2 * (size_t)sms) return best; /* a full wave of 2 blocks an SM without a split */
     double best_cost = 0;

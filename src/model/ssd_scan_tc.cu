@@ -580,8 +580,7 @@ static int tc_pair_takes(int K, int Q, int P, int N, size_t smem_optin) {
     return tc_pair_on && tc_pair_shape(K, Q) && scan_tc_pair_smem_bytes(Q, P, N) <= smem_optin;
 }
 
-/* The current device's SM count (0 on failure). */
-static int tc_sms(void) {
+int tc_sms(void) {
     int dev = 0, v = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 0;

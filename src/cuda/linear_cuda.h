@@ -93,7 +93,13 @@ int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *
 typedef struct {
     double *parts;
     int splits;
+    /* With parts: the device's ST_ROWSPLIT_TICKETS counters (zero between
+     * reductions) for a kernel that finishes the sums in its last block
+     * (cuda/rowsplit_device.cuh) instead of st_rowsplit_finish; NULL when
+     * switched off (st_cuda_rowsplit_set_tickets) or without parts. */
+    unsigned *tickets;
 } st_rowsplit;
+enum { ST_ROWSPLIT_TICKETS = 32768 };
 int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan);
 /* The same with the caller's split count: min(want, rows, what the scratch
  * holds for cols columns); parts NULL and splits 1 when that is under 2. */
@@ -101,6 +107,11 @@ int st_cuda_rowsplit_plan_n(int rows, int cols, int want, void *stream, st_rowsp
 /* sum[c] += sum over s < splits of parts[s * ld + c], c < cols, in order;
  * nothing when parts is NULL. */
 int st_cuda_rowsplit_finish(int cols, const double *parts, int ld, int splits, float *sum, void *stream);
+/* 1 (the default): plans carry the tickets, and the kernels that can
+ * finish their sums in their last block do (the column sums here, the
+ * LayerNorm's parameter sums); 0: every finish is its own kernel, as
+ * before (the same bits; the A/B and the tests compare the two). */
+void st_cuda_rowsplit_set_tickets(int on);
 #ifdef __CUDACC__
 /* Rows [r0, r1) of split sp. */
 static __host__ __device__ inline void st_rowsplit_range(long rows, int splits, int sp, long *r0, long *r1) {

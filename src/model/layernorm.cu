@@ -12,6 +12,7 @@
  * residual: bench/notes-small-kernels.md). The forward's copy of x went
  * the other way: out_proj reads u as its C (st_cuda_linear_forward_res). */
 #include "cuda/check.h"
+#include "cuda/rowsplit_device.cuh"
 
 extern "C" {
 #include "cuda/layernorm_cuda.h"
@@ -171,10 +172,12 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
 
 /* dw[i] += sum_r dy[r, i] xhat[r, i], db[i] += sum_r dy[r, i]: a block owns
  * ST_COL_TILE columns, its row lanes sum every ST_ROW_LANES-th row in double
- * and lane 0 adds the lanes in order (the order depends on rows alone). */
+ * and lane 0 adds the lanes in order (the order depends on rows alone).
+ * With tickets (a counter a column tile), the tile's last block adds the
+ * splits in order into dw and db, as st_cuda_rowsplit_finish would. */
 static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int x_stride, const float *mean,
                                             const float *rstd, const float *dy, int dy_stride, int splits,
-                                            double *parts, float *dw, float *db) {
+                                            double *parts, unsigned *tickets, float *dw, float *db) {
     __shared__ double pw[ST_ROW_LANES][ST_COL_TILE], pb[ST_ROW_LANES][ST_COL_TILE];
     int i = blockIdx.x * ST_COL_TILE + threadIdx.x;
     long r0, r1;
@@ -190,19 +193,27 @@ static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int
     pw[threadIdx.y][threadIdx.x] = aw;
     pb[threadIdx.y][threadIdx.x] = ab;
     __syncthreads();
-    if (threadIdx.y != 0 || i >= n) return;
-    double tw = 0, tb = 0;
-    for (int l = 0; l < ST_ROW_LANES; l++) {
-        tw += pw[l][threadIdx.x];
-        tb += pb[l][threadIdx.x];
+    if (threadIdx.y == 0 && i < n) {
+        double tw = 0, tb = 0;
+        for (int l = 0; l < ST_ROW_LANES; l++) {
+            tw += pw[l][threadIdx.x];
+            tb += pb[l][threadIdx.x];
+        }
+        if (parts) { /* [split][w 0..n-1, b 0..n-1] */
+            parts[(size_t)blockIdx.y * 2 * n + i] = tw;
+            parts[(size_t)blockIdx.y * 2 * n + n + i] = tb;
+        } else {
+            if (dw) dw[i] += (float)tw;
+            if (db) db[i] += (float)tb;
+        }
     }
-    if (parts) { /* [split][w 0..n-1, b 0..n-1] */
-        parts[(size_t)blockIdx.y * 2 * n + i] = tw;
-        parts[(size_t)blockIdx.y * 2 * n + n + i] = tb;
-        return;
+    if (!parts || !tickets || !st_rowsplit_last_block(tickets + blockIdx.x, (unsigned)splits)) return;
+    const double tw = st_rowsplit_add_splits<ST_ROW_LANES, ST_COL_TILE>(parts, 2 * n, splits, i < n ? i : -1, pw);
+    const double tb = st_rowsplit_add_splits<ST_ROW_LANES, ST_COL_TILE>(parts, 2 * n, splits, i < n ? n + i : -1, pw);
+    if (threadIdx.y == 0 && i < n) {
+        if (dw) dw[i] += (float)tw;
+        if (db) db[i] += (float)tb;
     }
-    if (dw) dw[i] += (float)tw;
-    if (db) db[i] += (float)tb;
 }
 
 /* dx = res + LN'(dy) (res NULL: dx = LN'(dy)), then dw, db. */
@@ -222,11 +233,13 @@ static int ln_backward(int rows, int n, const float *x, int x_stride, const floa
         st_rowsplit plan;
         ST_TRY(st_cuda_rowsplit_plan(rows, 2 * n, s, &plan));
         dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(n, ST_COL_TILE), (unsigned)plan.splits);
+        unsigned *tickets = grid.x <= ST_ROWSPLIT_TICKETS ? plan.tickets : NULL; /* a counter a column tile */
         ln_param_grad_kernel<<<grid, block, 0, s>>>(rows, n, x, x_stride, mean, rstd, dy, dy_stride, plan.splits,
-                                                    plan.parts, dw, db);
+                                                    plan.parts, tickets, dw, db);
         ST_CUDA_LAUNCHED();
-        if (plan.parts && dw) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, 2 * n, plan.splits, dw, s));
-        if (plan.parts && db) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts + n, 2 * n, plan.splits, db, s));
+        if (plan.parts && !tickets && dw) ST_TRY(st_cuda_rowsplit_finish(n, plan.parts, 2 * n, plan.splits, dw, s));
+        if (plan.parts && !tickets && db)
+            ST_TRY(st_cuda_rowsplit_finish(n, plan.parts + n, 2 * n, plan.splits, db, s));
     }
     return ST_OK;
 }

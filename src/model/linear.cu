@@ -17,6 +17,7 @@
 #include <cublasLt.h>
 
 #include "cuda/check.h"
+#include "cuda/rowsplit_device.cuh"
 
 extern "C" {
 #include "cuda/linear_cuda.h"
@@ -51,6 +52,7 @@ typedef struct {
     cublasLtHandle_t lt;  /* the bias epilogue's products (st_cuda_linear_forward) */
     void *workspace;      /* ST_BLAS_WORKSPACE_BYTES of device memory */
     double *colsum_parts; /* ST_COLSUM_SCRATCH_DOUBLES, the column sums' partials */
+    unsigned *tickets;    /* ST_ROWSPLIT_TICKETS counters, zero between reductions */
 } st_blas;
 static st_blas st_blas_devs[ST_BLAS_MAX_DEVICES];
 
@@ -106,7 +108,19 @@ static int blas_create(int dev, cudaStream_t stream, st_blas *b) {
         return ST_FAIL(ST_ERR_DEVICE, "column-sum scratch: cudaMalloc of %zu bytes on device %d: %s",
                        ST_COLSUM_SCRATCH_DOUBLES * sizeof(double), dev, cudaGetErrorString(e));
     }
-    b->handle = h, b->lt = lt, b->workspace = ws, b->colsum_parts = (double *)parts;
+    void *tk = NULL;
+    e = cudaMalloc(&tk, ST_ROWSPLIT_TICKETS * sizeof(unsigned));
+    if (e == cudaSuccess) e = cudaMemset(tk, 0, ST_ROWSPLIT_TICKETS * sizeof(unsigned)); /* uncaptured: see above */
+    if (e != cudaSuccess) {
+        cudaFree(tk);
+        cudaFree(parts);
+        cudaFree(ws);
+        cublasLtDestroy(lt);
+        cublasDestroy(h);
+        return ST_FAIL(ST_ERR_DEVICE, "row-split tickets: %zu bytes on device %d: %s",
+                       ST_ROWSPLIT_TICKETS * sizeof(unsigned), dev, cudaGetErrorString(e));
+    }
+    b->handle = h, b->lt = lt, b->workspace = ws, b->colsum_parts = (double *)parts, b->tickets = (unsigned *)tk;
     return ST_OK;
 }
 
@@ -417,13 +431,16 @@ extern "C" int st_cuda_linear_forward_res(int rows, int in, int out, const float
  * deterministic and stride-independent): the rows are cut into `splits`
  * equal ranges; block (tile, split) sums its range of ST_COL_TILE columns
  * over ST_ROW_LANES row lanes in double and adds the lanes in lane order
- * into parts[split, c]; then a thread per column adds the splits in
- * order. With one split (few rows, or more columns than the scratch
- * holds) the first step adds straight into sum. */
+ * into parts[split, c]; then the splits are added in order: by the last
+ * block of the column tile to write its partials (tickets: the plan's
+ * counter per tile, cuda/rowsplit_device.cuh), or else by a thread per
+ * column in colsum_finish_kernel. The same sums in the same order either
+ * way. With one split (few rows, or more columns than the scratch holds)
+ * the first step adds straight into sum. */
 enum { ST_COL_TILE = 32, ST_ROW_LANES = 16 };
 
 static __global__ void colsum_part_kernel(int rows, int cols, int splits, const float *x, int x_stride,
-                                          double *parts, float *sum) {
+                                          double *parts, unsigned *tickets, float *sum) {
     __shared__ double part[ST_ROW_LANES][ST_COL_TILE];
     int c = blockIdx.x * ST_COL_TILE + threadIdx.x, sp = blockIdx.y;
     long r0, r1;
@@ -434,14 +451,18 @@ static __global__ void colsum_part_kernel(int rows, int cols, int splits, const 
             acc += x[(size_t)r * x_stride + c];
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
-    if (threadIdx.y != 0 || c >= cols) return;
-    double t = 0;
-    for (int l = 0; l < ST_ROW_LANES; l++)
-        t += part[l][threadIdx.x];
-    if (parts)
-        parts[(size_t)sp * cols + c] = t;
-    else
-        sum[c] += (float)t;
+    if (threadIdx.y == 0 && c < cols) {
+        double t = 0;
+        for (int l = 0; l < ST_ROW_LANES; l++)
+            t += part[l][threadIdx.x];
+        if (parts)
+            parts[(size_t)sp * cols + c] = t;
+        else
+            sum[c] += (float)t;
+    }
+    if (!parts || !tickets || !st_rowsplit_last_block(tickets + blockIdx.x, (unsigned)splits)) return;
+    const double t = st_rowsplit_add_splits<ST_ROW_LANES, ST_COL_TILE>(parts, cols, splits, c < cols ? c : -1, part);
+    if (threadIdx.y == 0 && c < cols) sum[c] += (float)t;
 }
 
 static __global__ void colsum_finish_kernel(int cols, int ld, int splits, const double *parts, float *sum) {
@@ -453,14 +474,18 @@ static __global__ void colsum_finish_kernel(int cols, int ld, int splits, const 
     sum[c] += (float)t;
 }
 
+static int rowsplit_tickets_on = 1;
+extern "C" void st_cuda_rowsplit_set_tickets(int on) { rowsplit_tickets_on = on != 0; }
+
 extern "C" int st_cuda_rowsplit_plan_n(int rows, int cols, int want, void *stream, st_rowsplit *plan) {
-    plan->parts = NULL, plan->splits = 1;
+    plan->parts = NULL, plan->splits = 1, plan->tickets = NULL;
     if (rows <= 0 || cols <= 0) return ST_OK;
     st_blas *b = NULL;
     ST_TRY(blas_of_device((cudaStream_t)stream, &b));
     long splits = want < rows ? want : rows;
     if (splits > (long)(ST_COLSUM_SCRATCH_DOUBLES / (size_t)cols)) splits = (long)(ST_COLSUM_SCRATCH_DOUBLES / cols);
     if (splits > 1) plan->parts = b->colsum_parts, plan->splits = (int)splits;
+    if (splits > 1 && rowsplit_tickets_on) plan->tickets = b->tickets;
     return ST_OK;
 }
 
@@ -484,9 +509,10 @@ extern "C" int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stri
     st_rowsplit plan;
     ST_TRY(st_cuda_rowsplit_plan(rows, cols, stream, &plan));
     dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(cols, ST_COL_TILE), (unsigned)plan.splits);
-    colsum_part_kernel<<<grid, block, 0, s>>>(rows, cols, plan.splits, x, x_stride, plan.parts, sum);
+    unsigned *tickets = grid.x <= ST_ROWSPLIT_TICKETS ? plan.tickets : NULL; /* a counter a column tile */
+    colsum_part_kernel<<<grid, block, 0, s>>>(rows, cols, plan.splits, x, x_stride, plan.parts, tickets, sum);
     ST_CUDA_LAUNCHED();
-    return st_cuda_rowsplit_finish(cols, plan.parts, cols, plan.splits, sum, stream);
+    return tickets ? ST_OK : st_cuda_rowsplit_finish(cols, plan.parts, cols, plan.splits, sum, stream);
 }
 
 extern "C" int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_stride, const float *W,

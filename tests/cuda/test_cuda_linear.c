@@ -23,6 +23,10 @@
  * the same inputs, taken only with a 16-byte aligned bias (check_bias_epilogue).
  * The residual product y = res + x W^T, its three ways against the CPU
  * (check_res_lt).
+ * The column sums' finish by the last block of each column tile (row-split
+ * tickets, check_colsum_tickets) against the finish kernel, bit for bit,
+ * and against a float64 sum, with the op run twice and replayed twice
+ * from a CUDA graph (the counters must be back at zero every time).
  * CUDA graphs, in both precisions: the forward and backward of three
  * layers captured on a created stream, replayed on fresh inputs copied into
  * the same buffers, equal bit for bit the same calls made directly; the
@@ -600,6 +604,72 @@ static void check_res_lt(st_matmul_precision prec, int rows, int in, int out, in
     free(ref), free(hx), free(hW), free(hres), free(hres_y), dev_free(x), dev_free(W), dev_free(res);
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
 }
+
+/* sum += the column sums of x (rows x cols, row stride cols + pad) over the
+ * row splits: the tickets' way (the last block of a column tile adds the
+ * splits) and the finish kernel's must give the same bits; run twice
+ * directly and twice as a graph replay (counters left at zero by each
+ * run, or a later run's last block never finishes), against a float64
+ * sum within 1e-6 of the increment. sum starts from random values. */
+static void check_colsum_tickets(int rows, int cols, int pad, uint64_t seed) {
+    const int xs = cols + pad;
+    float *hx = host_rows(rows, cols, xs, 1.0f, seed, 1), *hs0 = host_rows(1, cols, cols, 1.0f, seed, 2);
+    float *ref = malloc(sizeof(float) * (size_t)cols);
+    for (int c = 0; c < cols; c++) {
+        double t = 0;
+        for (int r = 0; r < rows; r++)
+            t += hx[(size_t)r * xs + c];
+        ref[c] = hs0[c] + (float)t;
+    }
+    float *x = dev_upload(hx, (size_t)rows * xs), *sum = dev_upload(hs0, cols);
+    float *h[6]; /* 0: finish kernel; 1, 2: tickets; 3, 4: graph replays; 5: the finish kernel again */
+    for (int k = 0; k < 6; k++)
+        h[k] = host_poisoned(cols);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "uploads"); /* before the non-blocking stream */
+    cudaStream_t s = NULL;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "colsum tickets: stream");
+    for (int k = 0; k < 3; k++) {
+        st_cuda_rowsplit_set_tickets(k != 0);
+        cudaMemcpyAsync(sum, hs0, sizeof(float) * cols, cudaMemcpyHostToDevice, s);
+        CHECK(st_cuda_colsum_add(rows, cols, x, xs, sum, s) == ST_OK, "colsum: %s", st_last_error());
+        CHECK(cudaStreamSynchronize(s) == cudaSuccess, "colsum tickets: kernels failed");
+        dev_download(h[k], sum, cols);
+    }
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "colsum tickets: capture");
+    int rc = st_cuda_colsum_add(rows, cols, x, xs, sum, s);
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    CHECK(rc == ST_OK && e == cudaSuccess && graph, "colsum tickets: capture failed: %s", st_last_error());
+    if (graph) CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec, "colsum tickets: instantiate");
+    for (int k = 3; k < 5 && exec; k++) {
+        cudaMemcpyAsync(sum, hs0, sizeof(float) * cols, cudaMemcpyHostToDevice, s);
+        CHECK(cudaGraphLaunch(exec, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess,
+              "colsum tickets: replay %d failed", k - 3);
+        dev_download(h[k], sum, cols);
+    }
+    st_cuda_rowsplit_set_tickets(0); /* and the old way still right after the tickets' runs */
+    cudaMemcpyAsync(sum, hs0, sizeof(float) * cols, cudaMemcpyHostToDevice, s);
+    CHECK(st_cuda_colsum_add(rows, cols, x, xs, sum, s) == ST_OK, "colsum: %s", st_last_error());
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "colsum tickets: kernels failed");
+    dev_download(h[5], sum, cols);
+    st_cuda_rowsplit_set_tickets(1);
+    char what[96];
+    snprintf(what, sizeof what, "colsum %d rows x %d (tickets)", rows, cols);
+    CHECK_PARITY(what, rel_err_added(h[1], ref, hs0, cols), 1e-6);
+    const char *run[6] = {"finish kernel", "tickets", "tickets again", "graph replay", "graph replay again",
+                          "finish kernel after"};
+    for (int k = 1; k < 6; k++)
+        CHECK(same_bits(h[0], h[k], cols), "colsum %d rows x %d: %s differs from the finish kernel's bits", rows, cols,
+              run[k]);
+    printf("  %-36s %s\n", what, "finish kernel == tickets == replays, bit for bit");
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+    for (int k = 0; k < 6; k++)
+        free(h[k]);
+    free(hx), free(hs0), free(ref), dev_free(x), dev_free(sum);
+}
 #endif
 
 int main(void) {
@@ -645,6 +715,9 @@ int main(void) {
         check_res_lt(prec, 64, 256, 128, 0, 1, 95);   /* few rows */
         check_res_lt(prec, 70, 17, 30, 1, 0, 96);     /* padded, 4-byte aligned rows */
     }
+    check_colsum_tickets(131072, 40, 0, 97); /* F at 2,048 windows: 64 splits, 2 column tiles */
+    check_colsum_tickets(70001, 300, 3, 98); /* 64 splits, the last short; 10 tiles, the last partial */
+    check_colsum_tickets(4099, 1, 0, 99);    /* 4 splits, one column */
     check_capture(ST_MATMUL_FP32);
     check_capture(ST_MATMUL_BF16);
     CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "the precision switch was not restored to fp32");

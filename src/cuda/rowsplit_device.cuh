@@ -45,6 +45,22 @@ static __device__ __forceinline__ bool st_rowsplit_last_block(unsigned *ticket, 
  * buf to the threads of y = 0 in order. Every thread of the block must
  * call it. */
 enum { ST_ROWSPLIT_AHEAD = 4 };
+
+/* The sum of p[0], p[ld], ..., p[(m - 1) ld] from zero in that order, by
+ * one thread (loads that bypass L1, eight issued before their adds). */
+static __device__ double st_rowsplit_add_run(const double *p, long ld, int m) {
+    double t = 0;
+    for (int s0 = 0; s0 < m; s0 += 8) {
+        double v[8];
+#pragma unroll
+        for (int a = 0; a < 8; a++)
+            v[a] = s0 + a < m ? __ldcg(p + (size_t)(s0 + a) * ld) : 0.0;
+#pragma unroll
+        for (int a = 0; a < 8; a++)
+            if (s0 + a < m) t += v[a];
+    }
+    return t;
+}
 template <int LANES, int COLS>
 static __device__ double st_rowsplit_add_splits(const double *parts, long ld, int splits, long pc,
                                                 double (*buf)[COLS]) {

@@ -108,6 +108,52 @@ __device__ static inline void ln_dx_terms(float x, float dy, float w, double mu,
     g = (double)dy * w;
 }
 
+/* Row r's values of lane `lane` (zeros past n): x, dy, res (0 without), mean and rstd. */
+template <int K>
+static __device__ __forceinline__ void ln_row_load(long r, int lane, int n, const float *x, int x_stride,
+                                                   const float *mean, const float *rstd, const float *dy,
+                                                   int dy_stride, const float *res, int res_stride, float (&xv)[K],
+                                                   float (&gv)[K], float (&rv)[K], float &mu, float &rs) {
+    const float *xr = x + (size_t)r * x_stride, *gr = dy + (size_t)r * dy_stride;
+    const float *resr = res ? res + (size_t)r * res_stride : NULL;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int i = lane + 32 * k;
+        xv[k] = i < n ? xr[i] : 0.f, gv[k] = i < n ? gr[i] : 0.f, rv[k] = resr && i < n ? resr[i] : 0.f;
+    }
+    mu = mean[r], rs = rstd[r];
+}
+
+/* dx of a row in registers (lane l's columns l + 32 k, zeros past n; rv
+ * the residual's, added where has_res): the register path's two passes.
+ * SUMS: the lane's dy xhat (xhat rounded to float, as ln_param_grad_kernel
+ * rounds it) and dy added into sw[32 k], sb[32 k] too. */
+template <int K, bool SUMS>
+static __device__ __forceinline__ void ln_row_dx(int lane, int n, const float (&xv)[K], const float (&gv)[K],
+                                                 const float (&wv)[K], const float (&rv)[K], bool has_res, double mu,
+                                                 double rs, float *dxr, double *sw, double *sb) {
+    double sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        if (lane + 32 * k < n) {
+            double xh, g;
+            ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
+            sg += g;
+            sgx += g * xh;
+            if constexpr (SUMS) sw[32 * k] += (double)(float)xh * gv[k], sb[32 * k] += gv[k];
+        }
+    sg = warp_sum(sg) / n;
+    sgx = warp_sum(sgx) / n;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        if (lane + 32 * k < n) {
+            double xh, g;
+            ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
+            float v = (float)(rs * (g - sg - xh * sgx));
+            dxr[lane + 32 * k] = has_res ? rv[k] + v : v;
+        }
+}
+
 /* dx of a warp's row. K = 0: any n, the loops below (x, dy, w read again
  * in the second pass, res only there). K > 0, n <= 32 K <= ST_LN_REG_COLS:
  * the row in registers, lane l owning columns l + 32 k, every load of the
@@ -127,9 +173,8 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
     const float *gr = dy + (size_t)r * dy_stride;
     float *dxr = dx + (size_t)r * dx_stride;
     const float *resr = res ? res + (size_t)r * res_stride : NULL; /* may be dxr itself */
-    double mu = mean[r], rs = rstd[r];
-    double sg = 0, sgx = 0;
     if constexpr (K == 0) {
+        double mu = mean[r], rs = rstd[r], sg = 0, sgx = 0;
         for (int i = lane; i < n; i += 32) {
             double xh, g;
             ln_dx_terms(xr[i], gr[i], w[i], mu, rs, xh, g);
@@ -145,31 +190,12 @@ static __global__ void ln_backward_dx_kernel(int rows, int n, const float *x, in
             dxr[i] = resr ? resr[i] + v : v;
         }
     } else {
-        float xv[K], gv[K], wv[K], rv[K];
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            int i = lane + 32 * k;
-            xv[k] = i < n ? xr[i] : 0.f, gv[k] = i < n ? gr[i] : 0.f, wv[k] = i < n ? w[i] : 0.f;
-            rv[k] = resr && i < n ? resr[i] : 0.f;
-        }
+        float xv[K], gv[K], wv[K], rv[K], mu, rs;
+        ln_row_load<K>(r, lane, n, x, x_stride, mean, rstd, dy, dy_stride, res, res_stride, xv, gv, rv, mu, rs);
 #pragma unroll
         for (int k = 0; k < K; k++)
-            if (lane + 32 * k < n) {
-                double xh, g;
-                ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
-                sg += g;
-                sgx += g * xh;
-            }
-        sg = warp_sum(sg) / n;
-        sgx = warp_sum(sgx) / n;
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (lane + 32 * k < n) {
-                double xh, g;
-                ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
-                float v = (float)(rs * (g - sg - xh * sgx));
-                dxr[lane + 32 * k] = resr ? rv[k] + v : v;
-            }
+            wv[k] = lane + 32 * k < n ? w[lane + 32 * k] : 0.f;
+        ln_row_dx<K, false>(lane, n, xv, gv, wv, rv, res != NULL, mu, rs, dxr, NULL, NULL);
     }
 }
 
@@ -236,22 +262,6 @@ static __global__ void ln_param_grad_kernel(int rows, int n, const float *x, int
  * of dw and db may differ from the two-kernel way's). */
 enum { ST_LN_SPLIT_ROWS = 128, ST_LN_GROUP = 32, ST_LN_MAX_SPLITS = 2048 };
 
-/* Row r's values of lane `lane` (zeros past n): x, dy, res (0 without), mean and rstd. */
-template <int K>
-static __device__ __forceinline__ void ln_row_load(long r, int lane, int n, const float *x, int x_stride,
-                                                   const float *mean, const float *rstd, const float *dy,
-                                                   int dy_stride, const float *res, int res_stride, float (&xv)[K],
-                                                   float (&gv)[K], float (&rv)[K], float &mu, float &rs) {
-    const float *xr = x + (size_t)r * x_stride, *gr = dy + (size_t)r * dy_stride;
-    const float *resr = res ? res + (size_t)r * res_stride : NULL;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        const int i = lane + 32 * k;
-        xv[k] = i < n ? xr[i] : 0.f, gv[k] = i < n ? gr[i] : 0.f, rv[k] = resr && i < n ? resr[i] : 0.f;
-    }
-    mu = mean[r], rs = rstd[r];
-}
-
 template <int K>
 static __global__ void __launch_bounds__(32 * ST_LN_WARPS, 3)
     ln_backward_fused_kernel(int rows, int n, const float *x, int x_stride, const float *w, const float *mean,
@@ -282,28 +292,8 @@ static __global__ void __launch_bounds__(32 * ST_LN_WARPS, 3)
         if (r + ST_LN_WARPS < r1)
             ln_row_load<K>(r + ST_LN_WARPS, lane, n, x, x_stride, mean, rstd, dy, dy_stride, res, res_stride, xn, gn,
                            rn, mun, rsn);
-        double sg = 0, sgx = 0;
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (lane + 32 * k < n) {
-                double xh, g;
-                ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
-                sg += g;
-                sgx += g * xh;
-                acc[warp][0][lane + 32 * k] += (double)(float)xh * gv[k]; /* ln_param_grad_kernel's float xhat */
-                acc[warp][1][lane + 32 * k] += gv[k];
-            }
-        sg = warp_sum(sg) / n;
-        sgx = warp_sum(sgx) / n;
-        float *dxr = dx + (size_t)r * dx_stride;
-#pragma unroll
-        for (int k = 0; k < K; k++)
-            if (lane + 32 * k < n) {
-                double xh, g;
-                ln_dx_terms(xv[k], gv[k], wv[k], mu, rs, xh, g);
-                float v = (float)(rs * (g - sg - xh * sgx));
-                dxr[lane + 32 * k] = res ? rv[k] + v : v;
-            }
+        ln_row_dx<K, true>(lane, n, xv, gv, wv, rv, res != NULL, mu, rs, dx + (size_t)r * dx_stride,
+                           &acc[warp][0][lane], &acc[warp][1][lane]);
 #pragma unroll
         for (int k = 0; k < K; k++)
             xv[k] = xn[k], gv[k] = gn[k], rv[k] = rn[k];

@@ -136,6 +136,13 @@ static int blas_of_device(cudaStream_t stream, st_blas **out) {
     return ST_OK;
 }
 
+/* The same with the device's number. */
+static int blas_of_device_n(cudaStream_t stream, st_blas **out, int *dev) {
+    ST_TRY(blas_of_device(stream, out));
+    ST_CUDA_TRY(cudaGetDevice(dev));
+    return ST_OK;
+}
+
 /* The current device's handle, bound to stream and to its own workspace. */
 static int blas_handle(cudaStream_t stream, cublasHandle_t *out) {
     st_blas *b = NULL;
@@ -356,9 +363,8 @@ static int lt_plan_for(int kind, int rows, int in, int out, const float *x, int 
     if (kind == LT_BIAS && (!lt_bias_on || !c || ((uintptr_t)c & 15) != 0)) return ST_OK;
     if (kind == LT_RES && !lt_res_on) return ST_OK;
     st_blas *bl = NULL;
-    ST_TRY(blas_of_device(stream, &bl));
     int dev = 0;
-    ST_CUDA_TRY(cudaGetDevice(&dev));
+    ST_TRY(blas_of_device_n(stream, &bl, &dev));
     lt_plan key;
     memset(&key, 0, sizeof key);
     key.used = 1, key.kind = kind, key.dev = dev, key.rows = rows, key.in = in, key.out = out, key.xs = x_stride;
@@ -468,9 +474,8 @@ static int lt_dw_plan_for(int M, int N, int Kd, const float *A, int lda, const f
     *out = NULL;
     if (!lt_dw_on || Kd < LT_DW_MIN_K) return ST_OK;
     st_blas *bl = NULL;
-    ST_TRY(blas_of_device(stream, &bl));
     int dev = 0;
-    ST_CUDA_TRY(cudaGetDevice(&dev));
+    ST_TRY(blas_of_device_n(stream, &bl, &dev));
     lt_dw_plan key;
     memset(&key, 0, sizeof key);
     key.used = 1, key.dev = dev, key.M = M, key.N = N, key.Kd = Kd, key.lda = lda, key.ldb = ldb, key.ldc = ldc;

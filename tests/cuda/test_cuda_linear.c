@@ -678,7 +678,7 @@ static void check_colsum_tickets(int rows, int cols, int pad, uint64_t seed) {
 /* C [M, N] (=|+=, beta 0 or 1) alpha A^T B over K rows (A [K, M], B [K, N],
  * row-major, padded), the dW product, with st_cuda_gemm_set_dw_lt on: the
  * cuBLAS way (off) and the cublasLt way (on, twice, then two replays of a
- * captured graph) against float64 within 1e-5 (fp32) or 2e-2 (bf16) of the
+ * captured graph) against float64 within 1e-4 (fp32) or 2e-2 (bf16) of the
  * product term; the Lt runs the same bits as each other; padding kept. */
 static void check_dw_lt(st_matmul_precision prec, int M, int N, int K, float beta, uint64_t seed) {
     const int lda = M + 3, ldb = N + 1, ldc = N + 2;
@@ -734,7 +734,8 @@ static void check_dw_lt(st_matmul_precision prec, int M, int N, int K, float bet
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
     printf("%s dW %dx%d over %d rows, beta %g: cublasLt without a reduction kernel %s\n", bf, M, N, K, beta,
            takes ? "taken" : "not offered (the cuBLAS call)");
-    const double bound = prec == ST_MATMUL_BF16 ? BF16_BOUND : 1e-5;
+    /* fp32: the gradients' 1e-4 (a K of 131,072 summed in fp32 by however few K parts the kernel takes) */
+    const double bound = prec == ST_MATMUL_BF16 ? BF16_BOUND : 1e-4;
     for (int k = 0; k < 2; k++) {
         char what[128];
         snprintf(what, sizeof what, "%s dW %dx%dx%d %s", bf, M, N, K, k ? "cublasLt" : "cuBLAS");

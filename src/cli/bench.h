@@ -51,6 +51,12 @@ typedef struct {
     int scan_quad;     /* the SSD forward's quad kernel for windows of <= 64 rows (1) or not (0):
                         * st_cuda_ssd_set_scan_tc_quad */
     int vsn_tc;        /* bf16: the fused VSN's products on the tensor cores (1) or fp32 FMAs (0): st_cuda_vsn_set_fused_tc */
+    int rowsplit_tickets; /* row-split sums finished by their last blocks (1) or finish kernels (0):
+                           * st_cuda_rowsplit_set_tickets */
+    int ln_fused_grad;    /* the LayerNorm backward's dx, dw, db in one pass (1) or two kernels (0):
+                           * st_cuda_layernorm_set_fused_grad */
+    int dw_lt;            /* the weight gradients' products through cublasLt without a split-K reduction
+                           * kernel (1) or cuBLAS's choice (0): st_cuda_gemm_set_dw_lt */
     int segment;        /* train and e2e: a minibatch's windows as segments of this many consecutive steps of one
                          * environment (the trainer's --segment; default: its default) */
     int episode_length; /* train: the episode length H of the segments' draw (the trainer's default) */

@@ -18,7 +18,9 @@
 #include "model/params.h"
 #include "train/train_config.h"
 #ifdef ST_HAVE_CUDA
-#include "cuda/model_cuda.h" /* st_cuda_model_set_train_table, _set_last_row_tail */
+#include "cuda/layernorm_cuda.h" /* st_cuda_layernorm_set_fused_grad */
+#include "cuda/linear_cuda.h"    /* st_cuda_rowsplit_set_tickets, st_cuda_gemm_set_dw_lt */
+#include "cuda/model_cuda.h"     /* st_cuda_model_set_train_table, _set_last_row_tail */
 #include "cuda/ssd_cuda.h"   /* st_cuda_ssd_set_scan_quad_backward, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc */
@@ -57,6 +59,12 @@ static const st_flag flags[] = {
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
     {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
                       "tensor cores (1, default) or as fp32 FMAs (0)"},
+    {"rowsplit-tickets", "0|1", "column sums over row splits finished by their last blocks (1, default) or by a "
+                                "finish kernel each (0)"},
+    {"ln-fused-grad", "0|1", "train, e2e: the LayerNorm backward's dx, dw and db in one pass (1, default) or the dx "
+                             "kernel then the parameter sums' (0)"},
+    {"dw-lt", "0|1", "train, e2e: the weight gradients' products through cublasLt without a split-K reduction "
+                     "kernel where it offers one (1), or cuBLAS's choice (0, default)"},
     {"segment", "S", "train, e2e: each minibatch as segments of S consecutive rollout steps of one environment "
                      "(the trainer's --segment; default: its default); train draws its windows so"},
     {"json", "FILE", "write every number with its configuration to FILE"},
@@ -169,6 +177,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
                o->scan_quad);
     ST_TRY(st_args_int(a, "vsn-tc", 1, &o->vsn_tc));
     ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
+    ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
+    ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
+    ST_TRY(positive(a, "dw-lt", 0, 0, 1, &o->dw_lt));
     st_train_config tc; /* the trainer's defaults: the minibatch's segments and the episode length */
     ST_TRY(st_train_config_default(&tc, "default"));
     int seg_def = tc.segment;
@@ -226,6 +237,9 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "scan_quad", o->scan_quad);
     cJSON_AddNumberToObject(root, "segment", o->segment);
     cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
+    cJSON_AddNumberToObject(root, "rowsplit_tickets", o->rowsplit_tickets);
+    cJSON_AddNumberToObject(root, "ln_fused_grad", o->ln_fused_grad);
+    cJSON_AddNumberToObject(root, "dw_lt", o->dw_lt);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -301,6 +315,9 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_ssd_set_scan_quad_backward(o.scan_quad_backward);
         st_cuda_ssd_set_scan_tc_quad(o.scan_quad);
         st_cuda_vsn_set_fused_tc(o.vsn_tc);
+        st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);
+        st_cuda_layernorm_set_fused_grad(o.ln_fused_grad);
+        st_cuda_gemm_set_dw_lt(o.dw_lt);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

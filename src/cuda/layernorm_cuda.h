@@ -33,4 +33,12 @@ int st_cuda_layernorm_backward_res(int rows, int n, const float *x, int x_stride
                                    const float *rstd, const float *dy, int dy_stride, const float *res, int res_stride,
                                    float *dx, int dx_stride, float *dw, float *db, void *stream);
 
+/* 1 (the default): where dx and dw or db are wanted and n <= 128, one
+ * kernel reads the rows once for dx and the parameter sums (their last
+ * blocks adding the row splits: deterministic, an order of its own, so dw
+ * and db may differ in the last bit from the other way's); 0: the dx
+ * kernel, then the parameter-sum kernel reading x and dy again. dx's bits
+ * are the same either way. */
+void st_cuda_layernorm_set_fused_grad(int on);
+
 #endif

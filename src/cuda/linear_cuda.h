@@ -30,6 +30,17 @@
 int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc, void *stream);
 
+/* The weight gradients' products (trans_a set, trans_b not, K >= 8,192:
+ * dW += dy^T x over many rows) through cublasLt with no split-K reduction
+ * kernel (the K parts added in place, in an order fixed by cuBLAS's
+ * counters: deterministic), where its heuristic offers such an algorithm:
+ * 1 on, 0 (the default) the cuBLAS call as before. Other kernels, so other
+ * bits (fp32 or bf16 rounding apart). _takes: whether a product with
+ * these arguments would go that way now. */
+void st_cuda_gemm_set_dw_lt(int on);
+int st_cuda_gemm_dw_lt_takes(int M, int N, int Kd, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
+                             void *stream);
+
 /* batch products C_i = alpha op(A_i) op(B_i) + beta C_i, i < batch, with
  * A_i = A + i stride_a (and so B_i, C_i; strides in elements): the
  * stacked per-variable GRNs of the VSN as one call (cuBLAS strided batched).
@@ -93,7 +104,13 @@ int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *
 typedef struct {
     double *parts;
     int splits;
+    /* With parts: the device's ST_ROWSPLIT_TICKETS counters (zero between
+     * reductions) for a kernel that finishes the sums in its last block
+     * (cuda/rowsplit_device.cuh) instead of st_rowsplit_finish; NULL when
+     * switched off (st_cuda_rowsplit_set_tickets) or without parts. */
+    unsigned *tickets;
 } st_rowsplit;
+enum { ST_ROWSPLIT_TICKETS = 32768 };
 int st_cuda_rowsplit_plan(int rows, int cols, void *stream, st_rowsplit *plan);
 /* The same with the caller's split count: min(want, rows, what the scratch
  * holds for cols columns); parts NULL and splits 1 when that is under 2. */
@@ -101,6 +118,11 @@ int st_cuda_rowsplit_plan_n(int rows, int cols, int want, void *stream, st_rowsp
 /* sum[c] += sum over s < splits of parts[s * ld + c], c < cols, in order;
  * nothing when parts is NULL. */
 int st_cuda_rowsplit_finish(int cols, const double *parts, int ld, int splits, float *sum, void *stream);
+/* 1 (the default): plans carry the tickets, and the kernels that can
+ * finish their sums in their last block do (the column sums here, the
+ * LayerNorm's parameter sums); 0: every finish is its own kernel, as
+ * before (the same bits; the A/B and the tests compare the two). */
+void st_cuda_rowsplit_set_tickets(int on);
 #ifdef __CUDACC__
 /* Rows [r0, r1) of split sp. */
 static __host__ __device__ inline void st_rowsplit_range(long rows, int splits, int sp, long *r0, long *r1) {

@@ -368,7 +368,7 @@ static int rms_backward_regs(int rows, int n, const float *y, int y_stride, cons
                              const float *w, const float *rstd, int rstd_stride, const float *dout, int dout_stride, float *dy,
                              int dy_stride, float *dz, int dz_stride, float *dw, cudaStream_t s) {
     long want = (rows + ST_RMS_SPLIT_ROWS - 1) / ST_RMS_SPLIT_ROWS;
-    st_rowsplit plan = {NULL, want < ST_RMS_MAX_SPLITS ? (int)want : ST_RMS_MAX_SPLITS};
+    st_rowsplit plan = {NULL, want < ST_RMS_MAX_SPLITS ? (int)want : ST_RMS_MAX_SPLITS, NULL};
     if (dw) ST_TRY(st_cuda_rowsplit_plan_n(rows, n, plan.splits, s, &plan)); /* without dw: no scratch needed */
     unsigned vec = vec_bit(y, y_stride, n, ST_RMS_VY) | vec_bit(z, z_stride, n, ST_RMS_VZ) |
                    vec_bit(w, 0, n, ST_RMS_VW) | vec_bit(dout, dout_stride, n, ST_RMS_VDOUT) |

@@ -14,6 +14,15 @@
  *    and the plain calls, strided off the other buffers and in place;
  *  - LayerNorm at the register path's widths (1, 2, 4 columns a lane) and
  *    just past it (the loops);
+ *  - the LayerNorm backward's ways (ln_paths_run): dx and the parameter
+ *    sums in one kernel whose last blocks add the row splits (fused, the
+ *    default), and the dx kernel then the parameter-sum kernel with its
+ *    splits added by its last blocks (tickets) or by finish kernels: dx the
+ *    same bits in all, dw and db the same bits between the two-kernel ways
+ *    and within 1e-6 of them fused; fused run twice and replayed twice from
+ *    a CUDA graph with the same bits (the tickets' counters back at zero);
+ *    row counts of one split, one group of splits, a short last group and
+ *    more rows than the split cap;
  *  - RMSNorm: every path (the register path at 1 to 4 chunks a lane, with
  *    16-byte or scalar loads per tensor, the loops past 512 columns), row
  *    counts off the block's rows and the backward's splits, dw added to,
@@ -30,6 +39,7 @@
 #include "cuda/cuda_test.h"
 #ifdef ST_HAVE_CUDA
 #include "cuda/layernorm_cuda.h"
+#include "cuda/linear_cuda.h"
 #include "cuda/rmsnorm_gated_cuda.h"
 #endif
 
@@ -197,6 +207,101 @@ static void ln_residual_run(const ln_case *c, uint64_t seed) {
     free(hx), free(hw), free(hb), free(hdy), free(hres), free(hdw0), free(hdx0);
 }
 
+/* The LayerNorm backward's three ways on the same inputs (dx poisoned or
+ * accumulated, dw and db from random values): 0 the dx kernel then the
+ * parameter sums' kernel and its finish kernels; 1 the same with the
+ * finish in the sums' last blocks; 2, 3 fused, twice; 4, 5 fused, graph
+ * replays. Fused against the CPU op within 1e-4 (dx) and against float64
+ * sums within 1e-6 (dw, db). */
+enum { LN_WAYS = 6 };
+static void ln_paths_run(const ln_case *c, uint64_t seed) {
+    const int p = c->pad, R = c->rows, n = c->n, xs = n + 3 * p, gs = n + 2 * p, dxs = n + 7 * p;
+    const size_t ndx = (size_t)R * dxs;
+    float *hx = host_rows(R, n, xs, 1.0f, seed, 1), *hw = host_rows(1, n, n, 1.0f, seed, 2);
+    float *hdy = host_rows(R, n, gs, 1.0f, seed, 4), *hdx0 = host_rows(R, n, dxs, 1.0f, seed, 5);
+    float *hdw0 = host_rows(1, n, n, 1.0f, seed, 6), *hdb0 = host_rows(1, n, n, 1.0f, seed, 7);
+    float *hb = host_rows(1, n, n, 1.0f, seed, 3), *hy = host_poisoned((size_t)R * n);
+    float *hmean = host_poisoned(R), *hrstd = host_poisoned(R);
+    for (int r = 0; r < R; r++) /* row offsets: the mean must be subtracted for real */
+        for (int i = 0; i < n; i++)
+            hx[(size_t)r * xs + i] += (float)(r % 7) - 3.0f;
+    st_layernorm_forward(R, n, hx, xs, hw, hb, 1e-5f, hy, n, hmean, hrstd); /* the saved statistics */
+    float *cdx = c->dx_acc ? host_copy(hdx0, ndx) : host_poisoned(ndx), *cdw = host_copy(hdw0, n);
+    float *cdb = host_copy(hdb0, n);
+    st_layernorm_backward(R, n, hx, xs, hw, hmean, hrstd, hdy, gs, cdx, dxs, c->dx_acc, cdw, cdb);
+    /* dw, db in float64 over the rows (the CPU op adds in float: ~1e-4 off over 10^5 rows), added
+     * as the GPU adds its double sums: dw0 + (float)sum */
+    for (int i = 0; i < n; i++) {
+        double tw = 0, tb = 0;
+        for (int r = 0; r < R; r++) {
+            const float g = hdy[(size_t)r * gs + i];
+            tw += (double)(float)(((double)hx[(size_t)r * xs + i] - hmean[r]) * hrstd[r]) * g, tb += g;
+        }
+        cdw[i] = hdw0[i] + (float)tw, cdb[i] = hdb0[i] + (float)tb;
+    }
+    float *x = dev_upload(hx, (size_t)R * xs), *w = dev_upload(hw, n), *mean = dev_upload(hmean, R);
+    float *rstd = dev_upload(hrstd, R), *dy = dev_upload(hdy, (size_t)R * gs);
+    float *dx = dev_poisoned(ndx), *dw = dev_upload(hdw0, n), *db = dev_upload(hdb0, n);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "uploads"); /* before the non-blocking stream */
+    cudaStream_t s = NULL;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "LN ways: stream");
+    float *gdx[LN_WAYS], *gdw[LN_WAYS], *gdb[LN_WAYS];
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    for (int k = 0; k < LN_WAYS; k++) {
+        st_cuda_rowsplit_set_tickets(k != 0);
+        st_cuda_layernorm_set_fused_grad(k >= 2);
+        if (c->dx_acc)
+            cudaMemcpyAsync(dx, hdx0, sizeof(float) * ndx, cudaMemcpyHostToDevice, s);
+        else
+            cudaMemsetAsync(dx, 0xFF, sizeof(float) * ndx, s);
+        cudaMemcpyAsync(dw, hdw0, sizeof(float) * n, cudaMemcpyHostToDevice, s);
+        cudaMemcpyAsync(db, hdb0, sizeof(float) * n, cudaMemcpyHostToDevice, s);
+        int rc = ST_OK;
+        if (k < 4) {
+            rc = st_cuda_layernorm_backward(R, n, x, xs, w, mean, rstd, dy, gs, dx, dxs, c->dx_acc, dw, db, s);
+        } else {
+            if (!exec) {
+                CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "LN ways: capture");
+                rc = st_cuda_layernorm_backward(R, n, x, xs, w, mean, rstd, dy, gs, dx, dxs, c->dx_acc, dw, db, s);
+                cudaError_t e = cudaStreamEndCapture(s, &graph);
+                CHECK(e == cudaSuccess && graph, "LN ways %s: end capture: %s", c->name, cudaGetErrorString(e));
+                if (graph) CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec, "LN ways: instantiate");
+            }
+            if (exec) CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "LN ways %s: replay", c->name);
+        }
+        CHECK(rc == ST_OK, "LN ways %s: way %d: %s", c->name, k, st_last_error());
+        CHECK(cudaStreamSynchronize(s) == cudaSuccess, "LN ways %s: way %d: kernels failed: %s", c->name, k,
+              cudaGetErrorString(cudaGetLastError()));
+        gdx[k] = dev_download_new(dx, ndx), gdw[k] = dev_download_new(dw, n), gdb[k] = dev_download_new(db, n);
+    }
+    st_cuda_rowsplit_set_tickets(1);
+    st_cuda_layernorm_set_fused_grad(1);
+    printf("LayerNorm ways %s: rows %d n %d dx_acc %d\n", c->name, R, n, c->dx_acc);
+    parity(c->name, "LN fused dw (+=) vs float64", rel_err_added_rows(gdw[2], cdw, hdw0, 1, n, n), 1e-6);
+    parity(c->name, "LN fused db (+=) vs float64", rel_err_added_rows(gdb[2], cdb, hdb0, 1, n, n), 1e-6);
+    double edx = c->dx_acc ? rel_err_added_rows(gdx[2], cdx, hdx0, R, n, dxs) : rel_err_rows(gdx[2], dxs, cdx, dxs, R, n);
+    parity(c->name, "LN fused dx", edx, 1e-4);
+    parity(c->name, "LN dw fused vs two kernels", rel_err_added_rows(gdw[2], gdw[0], hdw0, 1, n, n), 1e-6);
+    parity(c->name, "LN db fused vs two kernels", rel_err_added_rows(gdb[2], gdb[0], hdb0, 1, n, n), 1e-6);
+    CHECK(same_bits(gdw[0], gdw[1], n) && same_bits(gdb[0], gdb[1], n),
+          "LN ways %s: the parameter sums' tickets give other bits than their finish kernels", c->name);
+    for (int k = 1; k < LN_WAYS; k++)
+        CHECK(same_bits(gdx[0], gdx[k], ndx) && gap_written(gdx[k], R, n, dxs) == 0,
+              "LN ways %s: dx of way %d differs from the dx kernel's (or its gap written)", c->name, k);
+    for (int k = 3; k < LN_WAYS; k++)
+        CHECK(same_bits(gdw[2], gdw[k], n) && same_bits(gdb[2], gdb[k], n),
+              "LN ways %s: fused run %d (%s) differs from the first", c->name, k, k == 3 ? "again" : "graph replay");
+    for (int k = 0; k < LN_WAYS; k++)
+        free(gdx[k]), free(gdw[k]), free(gdb[k]);
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+    dev_free(x), dev_free(w), dev_free(mean), dev_free(rstd), dev_free(dy), dev_free(dx), dev_free(dw), dev_free(db);
+    free(hx), free(hw), free(hb), free(hy), free(hdy), free(hdx0), free(hdw0), free(hdb0), free(hmean), free(hrstd);
+    free(cdx), free(cdw), free(cdb);
+}
+
 /* ---- gated RMSNorm ---- */
 
 /* dw before the backward: random (added to), zeros, or no dw at all. */
@@ -333,6 +438,20 @@ int main(void) {
         ln_case_run(&ln[i], 2000 + i);
     for (size_t i = 0; i < sizeof ln / sizeof ln[0]; i++)
         ln_residual_run(&ln[i], 2500 + i);
+    /* the backward's ways over row splits (fused: 128 rows a split, groups of 32 splits, at most
+     * 2,048 splits; the two-kernel way: 1,024 rows a split, at most 64) */
+    const ln_case ways[] = {
+        {"2,048 windows (D): 1,024 splits, 32 groups", 131072, d.D, 0, 0},
+        {"70,001 rows n=40 (K 2): 547 splits, a short last group", 70001, 40, 1, 1},
+        {"300,001 rows n=64: past the split cap", 300001, 64, 0, 0},
+        {"4,099 rows n=33: 33 splits, 2 groups", 4099, 33, 1, 1},
+        {"200 rows n=17 (K 1): 2 splits, 1 group", 200, 17, 0, 1},
+        {"100 rows n=128: 1 split", 100, 128, 1, 0},
+        {"5,000 rows n=129 (the loop: not fused)", 5000, 129, 0, 1},
+        {"1 row n=128", 1, 128, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++)
+        ln_paths_run(&ways[i], 2700 + i);
     /* The register path takes n <= 512 in J = ceil(n / 128) chunks of 4
      * columns a lane, 16-byte loads for each tensor whose rows allow; the
      * backward cuts rows into ceil(rows / 128) splits; n > 512 runs the loops. */

@@ -3,7 +3,14 @@
  * block a (window b, group g) that runs the group's heads in order, its
  * products on the tensor cores (TF32 WMMA: quad_mma, cuda/ssd_chunk_tc.cuh's
  * mma with two accumulator chains, bench/notes-quadbwd.md), head j's dX
- * beside head j+1's dW (bench/notes-quadbwd2.md).
+ * beside head j+1's dW (bench/notes-quadbwd2.md). Two paths
+ * (st_cuda_ssd_set_scan_quad_backward_mma): the mma path (default) forms
+ * each product as raw mma.sync m16n8k8 with LDS at lane offsets
+ * (quad_raw_mma) and stores dX, dC, dB from the accumulators straight to
+ * global, at the default preset's shape with its sizes as constants
+ * (quad_shape_default); the WMMA path (changes 47, 51) goes through WMMA's
+ * generic loads and stages dX, dC, dB in shared memory (X3 below) first.
+ * Same layout, phases and deals (bench/notes-quad3.md).
  * A window of K <= 64 rows has no state to carry: no chunk walk, no state
  * gradients, and dB, dC, summed over the group's heads inside the block,
  * are written straight to dB, dC (no per-head partials, no reduce_group).
@@ -513,7 +520,9 @@ __device__ static inline void quad_abt_tile(const float *a, const float *b, int 
 }
 
 /* dX tile `tile`: dX[s, p] = sum_{t>=s} W'[t, s] dY[t, p] (W' = W + D I
- * in W), the last row tiles (the shortest sums) first. */
+ * in W), the last row tiles (the shortest sums) first; into m.dX, or on
+ * the mma path into dx (the head's column 0 of the window's row 0, row
+ * stride ldx; float2 stores where vec2). */
 template <bool RAW>
 __device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, const float *dY, int K, int p16,
                                            int tile, float *dx, size_t ldx, int vec2) {

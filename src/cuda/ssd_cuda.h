@@ -157,9 +157,12 @@ void st_cuda_ssd_set_scan_quad_backward(int on);
  * to global memory, and at the default preset's (K, P, N) = (64, 32, 64)
  * its sizes as constants under st_cuda_ssd_set_scan_fixed_shape (1, the
  * default: bench/notes-quad3.md), or its products through WMMA, dX, dC,
- * dB through shared memory (0: changes 47 and 51, their bits). Within
- * TF32 rounding of each other, deterministic either way. Process-wide. */
-void st_cuda_ssd_set_scan_quad_backward_mma(int on);
+ * dB through shared memory (0: changes 47 and 51, their bits). 2: the mma
+ * path with its operands rounded to TF32 by one integer add instead of
+ * cvt.rna (the same upper 19 bits for finite values, the ones the tensor
+ * cores read; not the default). Within TF32 rounding of each other,
+ * deterministic each. Process-wide; another value means 1. */
+void st_cuda_ssd_set_scan_quad_backward_mma(int mode);
 
 /* Which kernel the quad backward runs at these sizes under the switches
  * above (for the tests; whether it runs at all is

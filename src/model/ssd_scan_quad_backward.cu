@@ -98,6 +98,9 @@ extern "C" {
 
 #define QUAD_LOG2E 1.4426950408889634 /* log2(e) */
 
+/* The kernel's paths (st_cuda_ssd_set_scan_quad_backward_mma's modes). */
+enum { QUAD_WMMA, QUAD_MMA, QUAD_MMA_IADD };
+
 /* The kernel's sizes as a policy (cuda/ssd_shape.cuh's idea, with the
  * window's K in place of a chunk's Q): quad_shape_any reads K, P, N from
  * the call, quad_shape_fixed has them as constants, so that every stride,
@@ -282,6 +285,15 @@ __device__ static inline void quad_mma(ssd_tc::acc_t &acc, const float *a, int l
         acc.x[i] += odd.x[i];
 }
 
+/* x as an mma operand's TF32 bits: cvt.rna (qf_tf32, wmma::__float_to_tf32's
+ * rounding), or where IADD the bits plus half of the 13 bits the tensor
+ * core does not read (one integer add: for a finite x the same upper 19
+ * bits as cvt.rna, round half away from zero; cvt.rna's guard for NaN and
+ * infinity left out). The mma path's mode 2 (bench/notes-quad3.md). */
+template <bool IADD> __device__ static inline uint32_t quad_tf32(float x) {
+    return IADD ? __float_as_uint(x) + 0x1000u : qf_tf32(x);
+}
+
 /* The mma path (st_cuda_ssd_set_scan_quad_backward_mma): a 16 x 16 product
  * as two n8 halves of raw TF32 mma.sync m16n8k8 (cuda/ssd_scan_quad_fwd.cuh's
  * qf_mma, qf_tf32: the fragment layouts there), its operands loaded with
@@ -295,7 +307,7 @@ __device__ static inline void quad_mma(ssd_tc::acc_t &acc, const float *a, int l
  * stored k-major (ak or bk the row stride, 4 mod 32 floats): banks 8q + g,
  * no conflict; without it, for operands along k (ak = bk = 1): banks 4g +
  * q. The sum over a step's 8 products is the same either way. */
-template <bool PERM>
+template <bool PERM, bool IADD>
 __device__ static inline void quad_raw_mma(float (&acc)[2][4], const float *a, int ai, int ak, const float *b, int bk,
                                            int bn, int kn) {
     const int lane = ssd_tc::lane(), g = lane >> 2, q = lane & 3;
@@ -313,11 +325,11 @@ __device__ static inline void quad_raw_mma(float (&acc)[2][4], const float *a, i
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const float *sa = pa + 8 * e * ak, *sb = pb + 8 * e * bk;
-            fa[e][0] = qf_tf32(sa[0]), fa[e][1] = qf_tf32(sa[8 * ai]);
-            fa[e][2] = qf_tf32(sa[dk * ak]), fa[e][3] = qf_tf32(sa[8 * ai + dk * ak]);
+            fa[e][0] = quad_tf32<IADD>(sa[0]), fa[e][1] = quad_tf32<IADD>(sa[8 * ai]);
+            fa[e][2] = quad_tf32<IADD>(sa[dk * ak]), fa[e][3] = quad_tf32<IADD>(sa[8 * ai + dk * ak]);
 #pragma unroll
             for (int nt = 0; nt < 2; nt++)
-                fb[e][nt][0] = qf_tf32(sb[8 * nt * bn]), fb[e][nt][1] = qf_tf32(sb[8 * nt * bn + dk * bk]);
+                fb[e][nt][0] = quad_tf32<IADD>(sb[8 * nt * bn]), fb[e][nt][1] = quad_tf32<IADD>(sb[8 * nt * bn + dk * bk]);
         }
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
@@ -500,7 +512,7 @@ __device__ static inline void quad_elementwise(const quad_smem &m, float *W, int
 
 /* Lower 16 x 16 tile `tile` (in row order: (0, 0), (1, 0), (1, 1), ...)
  * of out = a b^T (a, b [K, kn] at row stride ld; out at row stride lo). */
-template <bool RAW>
+template <int PATH>
 __device__ static inline void quad_abt_tile(const float *a, const float *b, int ld, int kn, int tile, float *out,
                                             int lo) {
     using namespace ssd_tc;
@@ -508,9 +520,9 @@ __device__ static inline void quad_abt_tile(const float *a, const float *b, int 
     while ((ti + 1) * (ti + 2) / 2 <= tile)
         ti++;
     const int si = tile - ti * (ti + 1) / 2;
-    if constexpr (RAW) { /* A (i, k) = a[i ld + k], B (k, n) = b[n ld + k]: both along k */
+    if constexpr (PATH != QUAD_WMMA) { /* A (i, k) = a[i ld + k], B (k, n) = b[n ld + k]: both along k */
         float acc[2][4];
-        quad_raw_mma<false>(acc, a + (size_t)16 * ti * ld, ld, 1, b + (size_t)16 * si * ld, 1, ld, kn);
+        quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, a + (size_t)16 * ti * ld, ld, 1, b + (size_t)16 * si * ld, 1, ld, kn);
         quad_raw_store(acc, out + (size_t)16 * ti * lo + 16 * si, (size_t)lo, 1);
         return;
     }
@@ -523,14 +535,14 @@ __device__ static inline void quad_abt_tile(const float *a, const float *b, int 
  * in W), the last row tiles (the shortest sums) first; into m.dX, or on
  * the mma path into dx (the head's column 0 of the window's row 0, row
  * stride ldx; float2 stores where vec2). */
-template <bool RAW>
+template <int PATH>
 __device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, const float *dY, int K, int p16,
                                            int tile, float *dx, size_t ldx, int vec2) {
     using namespace ssd_tc;
     const int si = K / 16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
-    if constexpr (RAW) { /* A (s, t) = W[t lw + s], B (t, p) = dY[t lx + p]: both k-major; straight to global */
+    if constexpr (PATH != QUAD_WMMA) { /* A (s, t) = W[t lw + s], B (t, p) = dY[t lx + p]: both k-major; straight to global */
         float acc[2][4];
-        quad_raw_mma<true>(acc, W + (size_t)t0 * m.lw + t0, 1, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, 1, K - t0);
+        quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, W + (size_t)t0 * m.lw + t0, 1, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, 1, K - t0);
         quad_raw_store(acc, dx + (size_t)t0 * ldx + 16 * pi, ldx, vec2);
         return;
     }
@@ -546,10 +558,11 @@ __device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, c
 static_assert(QUAD_VEC_WARP < SSD_TC_WARPS, "the vectors' warp exists");
 
 /* S: the shape policy (quad_shape_any, or quad_shape_default's constants);
- * RAW: the mma path (quad_raw_mma, dX, dC, dB straight from the
- * accumulators to global) or WMMA's (changes 47, 51: quad_mma, dX through
+ * PATH: the mma path (quad_raw_mma, dX, dC, dB straight from the
+ * accumulators to global; QUAD_MMA_IADD: its operands rounded by quad_tf32's
+ * integer add) or WMMA's (QUAD_WMMA, changes 47, 51: quad_mma, dX through
  * shared memory). */
-template <class S, bool RAW>
+template <class S, int PATH>
 static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kernel(ssd_dev_args a, quad_out o) {
     using namespace ssd_tc;
     extern __shared__ __align__(128) float sm_quad[];
@@ -576,9 +589,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         quad_cum(m.dt + (size_t)j * K, (double)a.A[h0 + j], K, m.cum + (size_t)j * K);
     for (int task = w; task < 2 * ntri; task += SSD_TC_WARPS) {
         if (task < ntri)
-            quad_abt_tile<RAW>(m.pC, m.pB, m.lbc, N, task, quad_w(m, K, 1), m.lw);
+            quad_abt_tile<PATH>(m.pC, m.pB, m.lbc, N, task, quad_w(m, K, 1), m.lw);
         else
-            quad_abt_tile<RAW>(quad_dy(m, K, 0), quad_x(m, K, 0), m.lx, P, task - ntri, quad_w(m, K, 0), m.lw);
+            quad_abt_tile<PATH>(quad_dy(m, K, 0), quad_x(m, K, 0), m.lx, P, task - ntri, quad_w(m, K, 0), m.lw);
     }
     __syncthreads(); /* b1 */
 
@@ -591,7 +604,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
          * flight; dX(j-1) out; head j's dD shares and elementwise pass */
         if (j == 0 && hg > 1) quad_stage_head<S>(a, m, row0, h + 1, next);
         if (j + 2 < hg) quad_stage_head<S>(a, m, row0, h + 2, later);
-        if (!RAW && j > 0) /* the mma path stored it in M(j-1) */
+        if (PATH == QUAD_WMMA && j > 0) /* the mma path stored it in M(j-1) */
             quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h - 1) * P, a.dx_stride);
         const double pd = quad_warp_sum((double)quad_dd_share(quad_x(m, K, slot), quad_dy(m, K, slot), m.lx, K, P));
         if (lane == 0) m.dpart[w] = pd; /* dD's: a lane's P K / 256 terms */
@@ -615,10 +628,10 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
          * deal; the head's vectors; at the last head dG into the free W */
         for (int task = w; task < ndx + (j + 1 < hg ? ntri : 0); task += SSD_TC_WARPS) {
             if (task < ndx)
-                quad_dx_tile<RAW>(m, Wj, quad_dy(m, K, slot), K, p16, task,
+                quad_dx_tile<PATH>(m, Wj, quad_dy(m, K, slot), K, p16, task,
                                   a.dx + row0 * (size_t)a.dx_stride + (size_t)h * P, (size_t)a.dx_stride, o.vec2);
             else
-                quad_abt_tile<RAW>(quad_dy(m, K, next), quad_x(m, K, next), m.lx, P, task - ndx, Wn, m.lw);
+                quad_abt_tile<PATH>(quad_dy(m, K, next), quad_x(m, K, next), m.lx, P, task - ndx, Wn, m.lw);
         }
         if (w == QUAD_VEC_WARP) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h, K);
         if (j == hg - 1) {
@@ -637,23 +650,23 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     tc_stage_rows<typename S::stage>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.eB, m.lbc);
     tc_stage_rows<typename S::stage>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.eC, m.lbc);
     __pipeline_commit();
-    if (!RAW)
+    if (PATH == QUAD_WMMA)
         quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h0 + hg - 1) * P, a.dx_stride);
     tc_stage_wait();
     __syncthreads(); /* x1 */
     /* X2: dC, dB tiles (over dX; the mma path's straight to global, no X3) */
     const float *dGs = quad_w(m, K, hg & 1);
-    if constexpr (RAW) {
+    if constexpr (PATH != QUAD_WMMA) {
         float *dC = o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N, *dB = o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N;
         for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
             float acc[2][4];
             if (tile < l16 * n16) { /* dC: A (t, s) = dG[t lw + s] along k, B (s, n) = B[s lbc + n] */
                 const int ti = tile / n16, ni = tile % n16;
-                quad_raw_mma<false>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, 1, m.eB + 16 * ni, m.lbc, 1, 16 * (ti + 1));
+                quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, 1, m.eB + 16 * ni, m.lbc, 1, 16 * (ti + 1));
                 quad_raw_store(acc, dC + (size_t)16 * ti * o.dC_stride + 16 * ni, (size_t)o.dC_stride, o.vec2);
             } else { /* dB: A (s, t) = dG[t lw + s], B (t, n) = C[t lbc + n]: both k-major */
                 const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
-                quad_raw_mma<true>(acc, dGs + (size_t)t0 * m.lw + t0, 1, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
+                quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)t0 * m.lw + t0, 1, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
                                    1, K - t0);
                 quad_raw_store(acc, dB + (size_t)t0 * o.dB_stride + 16 * ni, (size_t)o.dB_stride, o.vec2);
             }
@@ -681,7 +694,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
 
 static int quad_on = 1, quad_mma_on = 1;
 extern "C" void st_cuda_ssd_set_scan_quad_backward(int on) { quad_on = on != 0; }
-extern "C" void st_cuda_ssd_set_scan_quad_backward_mma(int on) { quad_mma_on = on != 0; }
+extern "C" void st_cuda_ssd_set_scan_quad_backward_mma(int mode) { quad_mma_on = mode >= 0 && mode <= 2 ? mode : 1; }
 
 /* Which kernel a call of these sizes runs (when the quad backward runs at
  * all): the WMMA path, the mma path at the runtime shape, or at the default
@@ -701,12 +714,12 @@ int st_cuda_ssd_scan_quad_fits(int Bsz, int K, int H, int P, int G, int N, size_
     return quad_smem_bytes(K, H, P, G, N) <= smem_optin && (size_t)Bsz * (size_t)G <= (size_t)INT_MAX;
 }
 
-template <class S, bool RAW>
+template <class S, int PATH>
 static int quad_launch(const ssd_dev_args &a, const quad_out &o, size_t bytes, cudaStream_t stream) {
     if (bytes > 49152)
-        ST_CUDA_TRY(cudaFuncSetAttribute(scan_quad_backward_kernel<S, RAW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        ST_CUDA_TRY(cudaFuncSetAttribute(scan_quad_backward_kernel<S, PATH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)bytes));
-    scan_quad_backward_kernel<S, RAW><<<(unsigned)((size_t)a.Bsz * a.G), SSD_THREADS, bytes, stream>>>(a, o);
+    scan_quad_backward_kernel<S, PATH><<<(unsigned)((size_t)a.Bsz * a.G), SSD_THREADS, bytes, stream>>>(a, o);
     ST_CUDA_LAUNCHED();
     return ST_OK;
 }
@@ -723,11 +736,17 @@ int st_cuda_ssd_scan_quad_backward(const ssd_dev_args &a, float *dB, int dB_stri
     o.dB = dB, o.dC = dC, o.partA = partA, o.partD = partD, o.dB_stride = dB_stride, o.dC_stride = dC_stride;
     o.vec2 = quad_on8(a.dx, a.dx_stride) && quad_on8(dB, dB_stride) && quad_on8(dC, dC_stride); /* P, N even */
     const cudaStream_t s = (cudaStream_t)stream;
-    switch (st_cuda_ssd_scan_quad_backward_variant(a.K, a.P, a.N)) {
-    case ST_SSD_QUAD_MMA_FIXED: ST_TRY((quad_launch<quad_shape_default, true>(a, o, bytes, s))); break;
-    case ST_SSD_QUAD_MMA: ST_TRY((quad_launch<quad_shape_any, true>(a, o, bytes, s))); break;
-    default: ST_TRY((quad_launch<quad_shape_any, false>(a, o, bytes, s))); break;
-    }
+    const int variant = st_cuda_ssd_scan_quad_backward_variant(a.K, a.P, a.N), iadd = quad_mma_on == 2;
+    if (variant == ST_SSD_QUAD_MMA_FIXED && iadd)
+        ST_TRY((quad_launch<quad_shape_default, QUAD_MMA_IADD>(a, o, bytes, s)));
+    else if (variant == ST_SSD_QUAD_MMA_FIXED)
+        ST_TRY((quad_launch<quad_shape_default, QUAD_MMA>(a, o, bytes, s)));
+    else if (variant == ST_SSD_QUAD_MMA && iadd)
+        ST_TRY((quad_launch<quad_shape_any, QUAD_MMA_IADD>(a, o, bytes, s)));
+    else if (variant == ST_SSD_QUAD_MMA)
+        ST_TRY((quad_launch<quad_shape_any, QUAD_MMA>(a, o, bytes, s)));
+    else
+        ST_TRY((quad_launch<quad_shape_any, QUAD_WMMA>(a, o, bytes, s)));
     *taken = 1;
     return ST_OK;
 }

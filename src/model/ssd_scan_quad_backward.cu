@@ -329,7 +329,8 @@ __device__ static inline void quad_raw_mma(float (&acc)[2][4], const float *a, i
             fa[e][2] = quad_tf32<IADD>(sa[dk * ak]), fa[e][3] = quad_tf32<IADD>(sa[8 * ai + dk * ak]);
 #pragma unroll
             for (int nt = 0; nt < 2; nt++)
-                fb[e][nt][0] = quad_tf32<IADD>(sb[8 * nt * bn]), fb[e][nt][1] = quad_tf32<IADD>(sb[8 * nt * bn + dk * bk]);
+                fb[e][nt][0] = quad_tf32<IADD>(sb[8 * nt * bn]),
+                fb[e][nt][1] = quad_tf32<IADD>(sb[8 * nt * bn + dk * bk]);
         }
 #pragma unroll
         for (int nt = 0; nt < 2; nt++)
@@ -522,7 +523,8 @@ __device__ static inline void quad_abt_tile(const float *a, const float *b, int 
     const int si = tile - ti * (ti + 1) / 2;
     if constexpr (PATH != QUAD_WMMA) { /* A (i, k) = a[i ld + k], B (k, n) = b[n ld + k]: both along k */
         float acc[2][4];
-        quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, a + (size_t)16 * ti * ld, ld, 1, b + (size_t)16 * si * ld, 1, ld, kn);
+        quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, a + (size_t)16 * ti * ld, ld, 1, b + (size_t)16 * si * ld, 1,
+                                                   ld, kn);
         quad_raw_store(acc, out + (size_t)16 * ti * lo + 16 * si, (size_t)lo, 1);
         return;
     }
@@ -540,9 +542,10 @@ __device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, c
                                            int tile, float *dx, size_t ldx, int vec2) {
     using namespace ssd_tc;
     const int si = K / 16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
-    if constexpr (PATH != QUAD_WMMA) { /* A (s, t) = W[t lw + s], B (t, p) = dY[t lx + p]: both k-major; straight to global */
+    if constexpr (PATH != QUAD_WMMA) { /* A (s, t) = W[t lw + s], B (t, p) = dY[t lx + p]: both k-major */
         float acc[2][4];
-        quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, W + (size_t)t0 * m.lw + t0, 1, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, 1, K - t0);
+        quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, W + (size_t)t0 * m.lw + t0, 1, m.lw,
+                                                  dY + (size_t)t0 * m.lx + 16 * pi, m.lx, 1, K - t0);
         quad_raw_store(acc, dx + (size_t)t0 * ldx + 16 * pi, ldx, vec2);
         return;
     }
@@ -629,7 +632,7 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         for (int task = w; task < ndx + (j + 1 < hg ? ntri : 0); task += SSD_TC_WARPS) {
             if (task < ndx)
                 quad_dx_tile<PATH>(m, Wj, quad_dy(m, K, slot), K, p16, task,
-                                  a.dx + row0 * (size_t)a.dx_stride + (size_t)h * P, (size_t)a.dx_stride, o.vec2);
+                                   a.dx + row0 * (size_t)a.dx_stride + (size_t)h * P, (size_t)a.dx_stride, o.vec2);
             else
                 quad_abt_tile<PATH>(quad_dy(m, K, next), quad_x(m, K, next), m.lx, P, task - ndx, Wn, m.lw);
         }
@@ -657,17 +660,19 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     /* X2: dC, dB tiles (over dX; the mma path's straight to global, no X3) */
     const float *dGs = quad_w(m, K, hg & 1);
     if constexpr (PATH != QUAD_WMMA) {
-        float *dC = o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N, *dB = o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N;
+        float *dC = o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N,
+              *dB = o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N;
         for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
             float acc[2][4];
             if (tile < l16 * n16) { /* dC: A (t, s) = dG[t lw + s] along k, B (s, n) = B[s lbc + n] */
                 const int ti = tile / n16, ni = tile % n16;
-                quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, 1, m.eB + 16 * ni, m.lbc, 1, 16 * (ti + 1));
+                quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, 1, m.eB + 16 * ni,
+                                                           m.lbc, 1, 16 * (ti + 1));
                 quad_raw_store(acc, dC + (size_t)16 * ti * o.dC_stride + 16 * ni, (size_t)o.dC_stride, o.vec2);
             } else { /* dB: A (s, t) = dG[t lw + s], B (t, n) = C[t lbc + n]: both k-major */
                 const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
-                quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)t0 * m.lw + t0, 1, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
-                                   1, K - t0);
+                quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)t0 * m.lw + t0, 1, m.lw,
+                                                          m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc, 1, K - t0);
                 quad_raw_store(acc, dB + (size_t)t0 * o.dB_stride + 16 * ni, (size_t)o.dB_stride, o.vec2);
             }
         }
@@ -680,8 +685,8 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
                 wmma::store_matrix_sync(m.dCo + (size_t)16 * ti * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
             } else { /* dB[s, n] = sum_{t>=s} dG[t, s] C[t, n]: dG^T as A col-major */
                 const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
-                quad_mma<false, true>(acc, dGs + (size_t)t0 * m.lw + t0, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
-                                      K - t0);
+                quad_mma<false, true>(acc, dGs + (size_t)t0 * m.lw + t0, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni,
+                                      m.lbc, K - t0);
                 wmma::store_matrix_sync(m.dBo + (size_t)t0 * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
             }
         }
@@ -717,8 +722,8 @@ int st_cuda_ssd_scan_quad_fits(int Bsz, int K, int H, int P, int G, int N, size_
 template <class S, int PATH>
 static int quad_launch(const ssd_dev_args &a, const quad_out &o, size_t bytes, cudaStream_t stream) {
     if (bytes > 49152)
-        ST_CUDA_TRY(cudaFuncSetAttribute(scan_quad_backward_kernel<S, PATH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)bytes));
+        ST_CUDA_TRY(cudaFuncSetAttribute(scan_quad_backward_kernel<S, PATH>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     scan_quad_backward_kernel<S, PATH><<<(unsigned)((size_t)a.Bsz * a.G), SSD_THREADS, bytes, stream>>>(a, o);
     ST_CUDA_LAUNCHED();
     return ST_OK;

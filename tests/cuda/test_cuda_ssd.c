@@ -1105,8 +1105,8 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
               label);
         CHECK(same_result(&pb, &iadd[0], &iadd[1]),
               "%s: quad: the mma path's mode 2 at constant and runtime sizes gives other bits", label);
-        CHECK(same_result(&pb, &wm[0], &wm[1]), "%s: quad WMMA path: contiguous rows and padded strides give other bits",
-              label);
+        CHECK(same_result(&pb, &wm[0], &wm[1]),
+              "%s: quad WMMA path: contiguous rows and padded strides give other bits", label);
         CHECK(same_result(&pb, &wm[1], &wm[2]), "%s: quad WMMA path: two runs differ (not deterministic)", label);
         int pads_ok = 1;
         for (int j = 0; j < 10; j++)

@@ -27,11 +27,18 @@ A transcription of the kernel code: keep it in step by hand.
                                         float64 run
   ... --wide                            H = 2, G = 2 (one head a block), N = 64:
                                         the epilogue's B, C above dX
+  ... --raw                             the products as the mma path's
+                                        quad_raw_mma / quad_raw_store, lane
+                                        by lane (each lane's fragment
+                                        addresses, PERM as the kernel passes
+                                        it), also against the WMMA view's
+                                        run (float64: the same to ~1e-15)
 Pure Python (no numpy): tens of seconds at K = 64."""
 import math, random, struct, sys
 
 ARGS = [a for a in sys.argv[1:] if not a.startswith('--')]
 TF32 = '--tf32' in sys.argv
+RAW = '--raw' in sys.argv
 random.seed(3)
 WIDE = '--wide' in sys.argv
 Bsz, K, P = 2, int(ARGS[0]) if ARGS else 64, 16
@@ -152,8 +159,10 @@ def run(rt, rf):
         h0 = g * hg
         sm = Smem(total)
 
-        def mma(acc, a, lda, arow, bb, ldb, brow, kn):  # acc = A B, quad_mma: ssd_tc::mma's views, two chains
+        def mma(acc, a, lda, arow, bb, ldb, brow, kn, perm):  # acc = A B, quad_mma: ssd_tc::mma's views, two chains
             assert kn % 16 == 0
+            if RAW:
+                return raw_mma(acc, a, (lda, 1) if arow else (1, lda), bb, (ldb, 1) if brow else (1, ldb), kn, perm)
             for i in range(16):
                 for j in range(16):
                     chain = [0.0, 0.0]  # the even k-steps of 8, the odd
@@ -161,6 +170,40 @@ def run(rt, rf):
                         chain[(k // 8) % 2] += rt(sm[a + (i * lda + k if arow else i + k * lda)]) * \
                             rt(sm[bb + (k * ldb + j if brow else k + j * ldb)])
                     acc[i][j] = rf(rf(chain[0]) + rf(chain[1]))
+
+        def raw_mma(acc, a, aik, bb, bkn, kn, perm):
+            """quad_raw_mma and quad_raw_store lane by lane: each lane's
+            fragment addresses as the kernel computes them, the m16n8k8
+            layouts (A a0 (g, q), a1 (g+8, q), a2 (g, q+4), a3 (g+8, q+4); B
+            b0 (q, g), b1 (q+4, g); C c0, c1 (g, 2q..), c2, c3 (g+8, 2q..)),
+            the hardware's product over the logical k of the lanes' values."""
+            ai, ak = aik
+            bk, bn = bkn
+            ch = [[[[0.0] * 4 for _ in range(2)] for _ in range(32)] for _ in range(2)]  # [chain][lane][nt][c]
+            for k in range(0, kn, 16):
+                for e in range(2):
+                    Ah = [[None] * 8 for _ in range(16)]
+                    Bh = [[[None] * 8 for _ in range(8)] for _ in range(2)]  # [nt][k][n]
+                    for lane in range(32):
+                        g, q = lane >> 2, lane & 3
+                        k0, dk = (2 * q, 1) if perm else (q, 4)
+                        sa = a + g * ai + k0 * ak + (k + 8 * e) * ak
+                        sb = bb + g * bn + k0 * bk + (k + 8 * e) * bk
+                        Ah[g][q], Ah[g + 8][q] = rt(sm[sa]), rt(sm[sa + 8 * ai])
+                        Ah[g][q + 4], Ah[g + 8][q + 4] = rt(sm[sa + dk * ak]), rt(sm[sa + 8 * ai + dk * ak])
+                        for nt in range(2):
+                            Bh[nt][q][g], Bh[nt][q + 4][g] = rt(sm[sb + 8 * nt * bn]), rt(sm[sb + 8 * nt * bn + dk * bk])
+                    for lane in range(32):
+                        g, q = lane >> 2, lane & 3
+                        for nt in range(2):
+                            for c, (r, n) in enumerate(((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1))):
+                                ch[e][lane][nt][c] = rf(ch[e][lane][nt][c] + sum(Ah[r][j] * Bh[nt][j][n] for j in range(8)))
+            for lane in range(32):
+                g, q = lane >> 2, lane & 3
+                for nt in range(2):
+                    v = [rf(ch[0][lane][nt][c] + ch[1][lane][nt][c]) for c in range(4)]
+                    acc[g][8 * nt + 2 * q], acc[g][8 * nt + 2 * q + 1] = v[0], v[1]
+                    acc[g + 8][8 * nt + 2 * q], acc[g + 8][8 * nt + 2 * q + 1] = v[2], v[3]
 
         def store(out, ld, acc):
             for i in range(16):
@@ -173,14 +216,14 @@ def run(rt, rf):
                 ti += 1
             si = tile - ti * (ti + 1) // 2
             acc = [[0.0] * 16 for _ in range(16)]
-            mma(acc, a + 16 * ti * ld, ld, True, bb + 16 * si * ld, ld, False, kn)
+            mma(acc, a + 16 * ti * ld, ld, True, bb + 16 * si * ld, ld, False, kn, False)
             store(out + 16 * ti * lo + 16 * si, lo, acc)
 
         def dx_tile(Wo, dYo, tile):  # quad_dx_tile
             si, pi = l16 - 1 - tile // p16, tile % p16
             t0 = 16 * si
             acc = [[0.0] * 16 for _ in range(16)]
-            mma(acc, Wo + t0 * lw + t0, lw, False, dYo + t0 * lx + 16 * pi, lx, True, K - t0)
+            mma(acc, Wo + t0 * lw + t0, lw, False, dYo + t0 * lx + 16 * pi, lx, True, K - t0, True)
             store(odX + t0 * lx + 16 * pi, lx, acc)
 
         def stage_head(h, slot):  # quad_stage_head: one group
@@ -357,13 +400,13 @@ def run(rt, rf):
             acc = [[0.0] * 16 for _ in range(16)]
             if tile < l16 * n16:
                 ti, ni = tile // n16, tile % n16
-                mma(acc, oG + 16 * ti * lw, lw, True, oeB + 16 * ni, lbc, True, 16 * (ti + 1))
+                mma(acc, oG + 16 * ti * lw, lw, True, oeB + 16 * ni, lbc, True, 16 * (ti + 1), False)
                 store(odCo + 16 * ti * lbc + 16 * ni, lbc, acc)
             else:
                 k = tile - l16 * n16
                 si, ni = k // n16, k % n16
                 t0 = 16 * si
-                mma(acc, oG + t0 * lw + t0, lw, False, oeC + t0 * lbc + 16 * ni, lbc, True, K - t0)
+                mma(acc, oG + t0 * lw + t0, lw, False, oeC + t0 * lbc + 16 * ni, lbc, True, K - t0, True)
                 store(odBo + t0 * lbc + 16 * ni, lbc, acc)
         sm.barrier()  # x2
         # X3
@@ -407,6 +450,15 @@ def fd(arr, i, eps=1e-5):
 
 
 exact = run(ident, ident)
+if RAW:
+    RAW = False
+    view = run(ident, ident)
+    RAW = True
+    for name in exact:
+        d = max(abs(a - e) for a, e in zip(exact[name], view[name]))
+        scale = max(abs(e) for e in view[name])
+        print('K=%d %-3s the mma path lane by lane vs the WMMA view: max diff %.2e (of %.2e)' % (K, name, d, scale))
+        assert d <= 1e-12 * scale, name
 if TF32:
     rounded = run(tf32, f32)
     for name in exact:

@@ -48,6 +48,8 @@ typedef struct {
     int last_row_tail; /* the last block's last-row tail (1) or the full block (0): st_cuda_model_set_last_row_tail */
     int scan_quad_backward; /* bf16, K <= 64: the SSD backward a (window, group) as one chunk (1) or the scan
                              * backward (0): st_cuda_ssd_set_scan_quad_backward */
+    int scan_quad_mma;      /* that backward's products as raw mma.sync (1; 2: integer TF32 rounding) or WMMA (0):
+                             * st_cuda_ssd_set_scan_quad_backward_mma */
     int scan_quad;     /* the SSD forward's quad kernel for windows of <= 64 rows (1) or not (0):
                         * st_cuda_ssd_set_scan_tc_quad */
     int vsn_tc;        /* bf16: the fused VSN's products on the tensor cores (1) or fp32 FMAs (0): st_cuda_vsn_set_fused_tc */

@@ -21,7 +21,7 @@
 #include "cuda/layernorm_cuda.h" /* st_cuda_layernorm_set_fused_grad */
 #include "cuda/linear_cuda.h"    /* st_cuda_rowsplit_set_tickets, st_cuda_gemm_set_dw_lt */
 #include "cuda/model_cuda.h"     /* st_cuda_model_set_train_table, _set_last_row_tail */
-#include "cuda/ssd_cuda.h"   /* st_cuda_ssd_set_scan_quad_backward, _set_scan_tc_quad */
+#include "cuda/ssd_cuda.h"       /* st_cuda_ssd_set_scan_quad_backward, _backward_mma, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc */
 #endif
@@ -55,6 +55,9 @@ static const st_flag flags[] = {
                              "only, what the heads read (1, default), or over every row (0)"},
     {"scan-quad-backward", "0|1", "train, e2e: in bf16 mode the SSD backward of windows of K <= 64 rows as one "
                                   "chunk a (window, group) (1, default), or the scan backward a (window, head) (0)"},
+    {"scan-quad-mma", "0|1|2", "train, e2e: that quad backward's products as raw mma.sync with shared loads, dX, dC, "
+                               "dB straight to global (1, default; 2: TF32 rounding by an integer add), or through "
+                               "WMMA and shared memory (0)"},
     {"scan-quad", "0|1", "train, act, e2e: the SSD forward in bf16 mode for windows of at most 64 rows as one chunk "
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
     {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
@@ -172,6 +175,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "scan-quad-backward", 1, &o->scan_quad_backward));
     ST_REQUIRE(o->scan_quad_backward == 0 || o->scan_quad_backward == 1, ST_ERR_INPUT,
                "--scan-quad-backward: %d is neither 0 nor 1", o->scan_quad_backward);
+    ST_TRY(st_args_int(a, "scan-quad-mma", 1, &o->scan_quad_mma));
+    ST_REQUIRE(o->scan_quad_mma >= 0 && o->scan_quad_mma <= 2, ST_ERR_INPUT, "--scan-quad-mma: %d is not 0, 1 or 2",
+               o->scan_quad_mma);
     ST_TRY(st_args_int(a, "scan-quad", 1, &o->scan_quad));
     ST_REQUIRE(o->scan_quad == 0 || o->scan_quad == 1, ST_ERR_INPUT, "--scan-quad: %d is neither 0 nor 1",
                o->scan_quad);
@@ -234,6 +240,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "train_table", o->train_table);
     cJSON_AddNumberToObject(root, "last_row_tail", o->last_row_tail);
     cJSON_AddNumberToObject(root, "scan_quad_backward", o->scan_quad_backward);
+    cJSON_AddNumberToObject(root, "scan_quad_mma", o->scan_quad_mma);
     cJSON_AddNumberToObject(root, "scan_quad", o->scan_quad);
     cJSON_AddNumberToObject(root, "segment", o->segment);
     cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
@@ -313,6 +320,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_model_set_train_table(o.train_table);
         st_cuda_model_set_last_row_tail(o.last_row_tail);
         st_cuda_ssd_set_scan_quad_backward(o.scan_quad_backward);
+        st_cuda_ssd_set_scan_quad_backward_mma(o.scan_quad_mma);
         st_cuda_ssd_set_scan_tc_quad(o.scan_quad);
         st_cuda_vsn_set_fused_tc(o.vsn_tc);
         st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);

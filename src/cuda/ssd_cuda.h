@@ -152,6 +152,24 @@ int st_cuda_ssd_backward_is_scan_tc(int Bsz, int K, int H, int P, int G, int N, 
  * mode never takes it. Process-wide. */
 void st_cuda_ssd_set_scan_quad_backward(int on);
 
+/* Where the quad backward runs, its products as raw TF32 mma.sync m16n8k8
+ * with shared loads, dX, dC and dB stored from the accumulators straight
+ * to global memory, and at the default preset's (K, P, N) = (64, 32, 64)
+ * its sizes as constants under st_cuda_ssd_set_scan_fixed_shape (1, the
+ * default: bench/notes-quad3.md), or its products through WMMA, dX, dC,
+ * dB through shared memory (0: changes 47 and 51, their bits). 2: the mma
+ * path with its operands rounded to TF32 by one integer add instead of
+ * cvt.rna (the same upper 19 bits for finite values, the ones the tensor
+ * cores read; not the default). Within TF32 rounding of each other,
+ * deterministic each. Process-wide; another value means 1. */
+void st_cuda_ssd_set_scan_quad_backward_mma(int mode);
+
+/* Which kernel the quad backward runs at these sizes under the switches
+ * above (for the tests; whether it runs at all is
+ * st_cuda_ssd_backward_is_scan_quad's answer). */
+enum { ST_SSD_QUAD_WMMA, ST_SSD_QUAD_MMA, ST_SSD_QUAD_MMA_FIXED };
+int st_cuda_ssd_scan_quad_backward_variant(int K, int P, int N);
+
 /* 1 when st_cuda_ssd_backward_chunked with these sizes would run the quad
  * backward on the current device under the current switches and precision
  * (for the tests; st_cuda_ssd_backward_is_scan and _is_scan_tc then say

@@ -92,4 +92,8 @@ enum { SSD_FIXED_NONE, SSD_FIXED_DEFAULT, SSD_FIXED_TINY };
  * TC variants', the pair kernel's) still decide whether they run at all. */
 int ssd_fixed_shape_of(int K, int P, int N, int Q);
 
+/* 1 when st_cuda_ssd_set_scan_fixed_shape is on (for kernels with shapes
+ * of their own, such as the quad backward's). */
+int ssd_fixed_shape_on(void);
+
 #endif

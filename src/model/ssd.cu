@@ -369,6 +369,7 @@ extern "C" void st_cuda_ssd_set_staging(int on) { ssd_staging = on != 0; }
 
 static int ssd_fixed_on = 1;
 extern "C" void st_cuda_ssd_set_scan_fixed_shape(int on) { ssd_fixed_on = on != 0; }
+int ssd_fixed_shape_on(void) { return ssd_fixed_on; }
 
 int ssd_fixed_shape_of(int K, int P, int N, int Q) {
     if (!ssd_fixed_on || Q <= 0 || K % Q != 0) return SSD_FIXED_NONE;

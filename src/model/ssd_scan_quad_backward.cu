@@ -3,7 +3,14 @@
  * block a (window b, group g) that runs the group's heads in order, its
  * products on the tensor cores (TF32 WMMA: quad_mma, cuda/ssd_chunk_tc.cuh's
  * mma with two accumulator chains, bench/notes-quadbwd.md), head j's dX
- * beside head j+1's dW (bench/notes-quadbwd2.md).
+ * beside head j+1's dW (bench/notes-quadbwd2.md). Two paths
+ * (st_cuda_ssd_set_scan_quad_backward_mma): the mma path (default) forms
+ * each product as raw mma.sync m16n8k8 with LDS at lane offsets
+ * (quad_raw_mma) and stores dX, dC, dB from the accumulators straight to
+ * global, at the default preset's shape with its sizes as constants
+ * (quad_shape_default); the WMMA path (changes 47, 51) goes through WMMA's
+ * generic loads and stages dX, dC, dB in shared memory (X3 below) first.
+ * Same layout, phases and deals (bench/notes-quad3.md).
  * A window of K <= 64 rows has no state to carry: no chunk walk, no state
  * gradients, and dB, dC, summed over the group's heads inside the block,
  * are written straight to dB, dC (no per-head partials, no reduce_group).
@@ -79,6 +86,8 @@ extern "C" {
 #include "cuda/ssd_chunk_device.cuh"
 #include "cuda/ssd_chunk_tc.cuh"
 #include "cuda/ssd_scan_quad_cuda.h"
+#include "cuda/ssd_scan_quad_fwd.cuh"
+#include "cuda/ssd_shape.cuh"
 
 /* The longest window the block takes as one chunk, and the register tile
  * of the elementwise pass: rows warp + 8 i (i < QUAD_ROWS), columns
@@ -88,6 +97,31 @@ extern "C" {
 #define QUAD_COLS (QUAD_MAX_K / 32)
 
 #define QUAD_LOG2E 1.4426950408889634 /* log2(e) */
+
+/* The kernel's paths (st_cuda_ssd_set_scan_quad_backward_mma's modes). */
+enum { QUAD_WMMA, QUAD_MMA, QUAD_MMA_IADD };
+
+/* The kernel's sizes as a policy (cuda/ssd_shape.cuh's idea, with the
+ * window's K in place of a chunk's Q): quad_shape_any reads K, P, N from
+ * the call, quad_shape_fixed has them as constants, so that every stride,
+ * offset and trip count derived from them folds (no division by a runtime
+ * size, no 64-bit product an address): the same arithmetic in the same
+ * order, the same bits. `stage` is the staging copies' policy. */
+struct quad_shape_any {
+    __device__ static int K(const ssd_dev_args &a) { return a.K; }
+    __device__ static int P(const ssd_dev_args &a) { return a.P; }
+    __device__ static int N(const ssd_dev_args &a) { return a.N; }
+    typedef ssd_shape_any stage;
+};
+template <int K_, int P_, int N_> struct quad_shape_fixed {
+    __device__ static constexpr int K(const ssd_dev_args &) { return K_; }
+    __device__ static constexpr int P(const ssd_dev_args &) { return P_; }
+    __device__ static constexpr int N(const ssd_dev_args &) { return N_; }
+    typedef ssd_shape_fixed<K_, P_, N_, SSD_THREADS> stage;
+    static int takes(int K, int P, int N) { return K == K_ && P == P_ && N == N_; }
+};
+/* The default preset's shape, the one compiled with constants. */
+typedef quad_shape_fixed<64, 32, 64> quad_shape_default;
 
 /* Where the layout's regions lie (offsets in floats, see the top). */
 struct quad_smem {
@@ -155,16 +189,18 @@ __device__ static inline float *quad_dy(const quad_smem &m, int K, int slot) {
 struct quad_out {
     float *dB, *dC, *partA, *partD;
     int dB_stride, dC_stride;
+    int vec2; /* dx, dB, dC and their strides on 8 bytes: the mma path's float2 stores */
 };
 
 /* Head h's rows of x and dy into ring slot `slot` by cp.async (one
  * committed group). */
+template <class S>
 __device__ static inline void quad_stage_head(const ssd_dev_args &a, const quad_smem &m, size_t row0, int h, int slot) {
-    const size_t col = (size_t)h * (size_t)a.P;
-    tc_stage_rows<ssd_shape_any>(a.x + row0 * (size_t)a.x_stride + col, a.x_stride, a.K, a.P, quad_x(m, a.K, slot),
-                                 m.lx);
-    tc_stage_rows<ssd_shape_any>(a.dy + row0 * (size_t)a.dy_stride + col, a.dy_stride, a.K, a.P, quad_dy(m, a.K, slot),
-                                 m.lx);
+    const int K = S::K(a), P = S::P(a);
+    const size_t col = (size_t)h * (size_t)P;
+    tc_stage_rows<typename S::stage>(a.x + row0 * (size_t)a.x_stride + col, a.x_stride, K, P, quad_x(m, K, slot), m.lx);
+    tc_stage_rows<typename S::stage>(a.dy + row0 * (size_t)a.dy_stride + col, a.dy_stride, K, P, quad_dy(m, K, slot),
+                                     m.lx);
     __pipeline_commit();
 }
 
@@ -249,6 +285,85 @@ __device__ static inline void quad_mma(ssd_tc::acc_t &acc, const float *a, int l
         acc.x[i] += odd.x[i];
 }
 
+/* x as an mma operand's TF32 bits: cvt.rna (qf_tf32, wmma::__float_to_tf32's
+ * rounding), or where IADD the bits plus half of the 13 bits the tensor
+ * core does not read (one integer add: for a finite x the same upper 19
+ * bits as cvt.rna, round half away from zero; cvt.rna's guard for NaN and
+ * infinity left out). The mma path's mode 2 (bench/notes-quad3.md). */
+template <bool IADD> __device__ static inline uint32_t quad_tf32(float x) {
+    return IADD ? __float_as_uint(x) + 0x1000u : qf_tf32(x);
+}
+
+/* The mma path (st_cuda_ssd_set_scan_quad_backward_mma): a 16 x 16 product
+ * as two n8 halves of raw TF32 mma.sync m16n8k8 (cuda/ssd_scan_quad_fwd.cuh's
+ * qf_mma, qf_tf32: the fragment layouts there), its operands loaded with
+ * LDS from a lane's base address at offsets that fold to constants at a
+ * fixed shape, instead of WMMA's generic loads and their 64-bit address
+ * arithmetic. acc = A B over k < kn (a multiple of 16), A (i, k) at a[i ai
+ * + k ak], B (k, n) at b[k bk + n bn]; as quad_mma, a trip takes two
+ * k-steps of 8, the even one's products into acc and the odd one's into
+ * another chain, then acc += odd. PERM: logical k = q of a step at its
+ * row 2q and k = q + 4 at 2q + 1 (the forward's permutation), for operands
+ * stored k-major (ak or bk the row stride, 4 mod 32 floats): banks 8q + g,
+ * no conflict; without it, for operands along k (ak = bk = 1): banks 4g +
+ * q. The sum over a step's 8 products is the same either way. */
+template <bool PERM, bool IADD>
+__device__ static inline void quad_raw_mma(float (&acc)[2][4], const float *a, int ai, int ak, const float *b, int bk,
+                                           int bn, int kn) {
+    const int lane = ssd_tc::lane(), g = lane >> 2, q = lane & 3;
+    const int k0 = PERM ? 2 * q : q, dk = PERM ? 1 : 4; /* the row of logical k = q, and k = q + 4's after it */
+    const float *pa = a + g * ai + k0 * ak, *pb = b + g * bn + k0 * bk;
+    float odd[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            acc[nt][i] = 0.0f, odd[nt][i] = 0.0f;
+#pragma unroll 1
+    for (int k = 0; k < kn; k += 16, pa += 16 * ak, pb += 16 * bk) {
+        uint32_t fa[2][4], fb[2][2][2]; /* [k-step][...]: the trip's two steps */
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float *sa = pa + 8 * e * ak, *sb = pb + 8 * e * bk;
+            fa[e][0] = quad_tf32<IADD>(sa[0]), fa[e][1] = quad_tf32<IADD>(sa[8 * ai]);
+            fa[e][2] = quad_tf32<IADD>(sa[dk * ak]), fa[e][3] = quad_tf32<IADD>(sa[8 * ai + dk * ak]);
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+                fb[e][nt][0] = quad_tf32<IADD>(sb[8 * nt * bn]),
+                fb[e][nt][1] = quad_tf32<IADD>(sb[8 * nt * bn + dk * bk]);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+            qf_mma(acc[nt], fa[0], fb[0][nt][0], fb[0][nt][1]);
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+            qf_mma(odd[nt], fa[1], fb[1][nt][0], fb[1][nt][1]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            acc[nt][i] += odd[nt][i];
+}
+
+/* A 16 x 16 accumulator (quad_raw_mma's) to out (row stride lo): the
+ * lane's rows g, g + 8, columns 8 nt + 2q, 2q + 1, as float2 where vec2
+ * (out on 8 bytes, lo even), else one float at a time. */
+__device__ static inline void quad_raw_store(const float (&acc)[2][4], float *out, size_t lo, int vec2) {
+    const int lane = ssd_tc::lane(), g = lane >> 2, q = lane & 3;
+    float *o0 = out + (size_t)g * lo + 2 * q, *o1 = o0 + 8 * lo;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+        if (vec2) {
+            *(float2 *)(o0 + 8 * nt) = make_float2(acc[nt][0], acc[nt][1]);
+            *(float2 *)(o1 + 8 * nt) = make_float2(acc[nt][2], acc[nt][3]);
+        } else {
+            o0[8 * nt] = acc[nt][0], o0[8 * nt + 1] = acc[nt][1];
+            o1[8 * nt] = acc[nt][2], o1[8 * nt + 1] = acc[nt][3];
+        }
+    }
+}
+
 /* cum[t] = sum_{i<=t} dt_i A over the window, in double, by one warp (a
  * shuffle scan over segments of 32 rows with a carry, as tc_decays),
  * stored times log2(e): L = exp2f of a difference, MUFU.EX2 and a scaling
@@ -279,8 +394,8 @@ __device__ static inline double quad_warp_sum(double v) {
  * tree beside the suffix scan instead of after it; the dD partial the
  * warps' shares in order, summed beside them too. All in double. */
 __device__ static inline void quad_head_vectors(const ssd_dev_args &a, const quad_out &o, const quad_smem &m,
-                                                const float *dt, size_t row0, size_t bh, int h) {
-    const int K = a.K, lane = ssd_tc::lane();
+                                                const float *dt, size_t row0, size_t bh, int h, int K) {
+    const int lane = ssd_tc::lane();
     double pD = 0, dts[2], dd[2], dc[2], T[2]; /* pD: every lane, lane 0 stores it */
     for (int w = 0; w < SSD_TC_WARPS; w++)
         pD += m.dpart[w];
@@ -398,6 +513,7 @@ __device__ static inline void quad_elementwise(const quad_smem &m, float *W, int
 
 /* Lower 16 x 16 tile `tile` (in row order: (0, 0), (1, 0), (1, 1), ...)
  * of out = a b^T (a, b [K, kn] at row stride ld; out at row stride lo). */
+template <int PATH>
 __device__ static inline void quad_abt_tile(const float *a, const float *b, int ld, int kn, int tile, float *out,
                                             int lo) {
     using namespace ssd_tc;
@@ -405,17 +521,34 @@ __device__ static inline void quad_abt_tile(const float *a, const float *b, int 
     while ((ti + 1) * (ti + 2) / 2 <= tile)
         ti++;
     const int si = tile - ti * (ti + 1) / 2;
+    if constexpr (PATH != QUAD_WMMA) { /* A (i, k) = a[i ld + k], B (k, n) = b[n ld + k]: both along k */
+        float acc[2][4];
+        quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, a + (size_t)16 * ti * ld, ld, 1, b + (size_t)16 * si * ld, 1,
+                                                   ld, kn);
+        quad_raw_store(acc, out + (size_t)16 * ti * lo + 16 * si, (size_t)lo, 1);
+        return;
+    }
     acc_t acc; /* b^T as B col-major */
     quad_mma<true, false>(acc, a + (size_t)16 * ti * ld, ld, b + (size_t)16 * si * ld, ld, kn);
     wmma::store_matrix_sync(out + (size_t)16 * ti * lo + 16 * si, acc, lo, wmma::mem_row_major);
 }
 
 /* dX tile `tile`: dX[s, p] = sum_{t>=s} W'[t, s] dY[t, p] (W' = W + D I
- * in W), the last row tiles (the shortest sums) first. */
+ * in W), the last row tiles (the shortest sums) first; into m.dX, or on
+ * the mma path into dx (the head's column 0 of the window's row 0, row
+ * stride ldx; float2 stores where vec2). */
+template <int PATH>
 __device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, const float *dY, int K, int p16,
-                                           int tile) {
+                                           int tile, float *dx, size_t ldx, int vec2) {
     using namespace ssd_tc;
     const int si = K / 16 - 1 - tile / p16, pi = tile % p16, t0 = 16 * si;
+    if constexpr (PATH != QUAD_WMMA) { /* A (s, t) = W[t lw + s], B (t, p) = dY[t lx + p]: both k-major */
+        float acc[2][4];
+        quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, W + (size_t)t0 * m.lw + t0, 1, m.lw,
+                                                  dY + (size_t)t0 * m.lx + 16 * pi, m.lx, 1, K - t0);
+        quad_raw_store(acc, dx + (size_t)t0 * ldx + 16 * pi, ldx, vec2);
+        return;
+    }
     acc_t acc;
     quad_mma<false, true>(acc, W + (size_t)t0 * m.lw + t0, m.lw, dY + (size_t)t0 * m.lx + 16 * pi, m.lx, K - t0);
     wmma::store_matrix_sync(m.dX + (size_t)t0 * m.lx + 16 * pi, acc, m.lx, wmma::mem_row_major);
@@ -427,10 +560,16 @@ __device__ static inline void quad_dx_tile(const quad_smem &m, const float *W, c
 #define QUAD_VEC_WARP 2
 static_assert(QUAD_VEC_WARP < SSD_TC_WARPS, "the vectors' warp exists");
 
+/* S: the shape policy (quad_shape_any, or quad_shape_default's constants);
+ * PATH: the mma path (quad_raw_mma, dX, dC, dB straight from the
+ * accumulators to global; QUAD_MMA_IADD: its operands rounded by quad_tf32's
+ * integer add) or WMMA's (QUAD_WMMA, changes 47, 51: quad_mma, dX through
+ * shared memory). */
+template <class S, int PATH>
 static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kernel(ssd_dev_args a, quad_out o) {
     using namespace ssd_tc;
     extern __shared__ __align__(128) float sm_quad[];
-    const int K = a.K, P = a.P, N = a.N, hg = a.H / a.G, l16 = K / 16, p16 = P / 16, n16 = N / 16;
+    const int K = S::K(a), P = S::P(a), N = S::N(a), hg = a.H / a.G, l16 = K / 16, p16 = P / 16, n16 = N / 16;
     const int ntri = l16 * (l16 + 1) / 2, ndx = l16 * p16; /* lower tiles of G, dW; dX's tiles */
     const int b = (int)(blockIdx.x / (unsigned)a.G), g = (int)(blockIdx.x % (unsigned)a.G), h0 = g * hg;
     const int w = warp_id(), lane = ssd_tc::lane();
@@ -438,9 +577,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     const quad_smem m = quad_smem_of(sm_quad, K, hg, P, N);
 
     /* P0: B, C (over slots 1, 2 and dX), head 0 into slot 0, dt */
-    tc_stage_rows<ssd_shape_any>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.pB, m.lbc);
-    tc_stage_rows<ssd_shape_any>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.pC, m.lbc);
-    quad_stage_head(a, m, row0, h0, 0);
+    tc_stage_rows<typename S::stage>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.pB, m.lbc);
+    tc_stage_rows<typename S::stage>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.pC, m.lbc);
+    quad_stage_head<S>(a, m, row0, h0, 0);
     for (int i = threadIdx.x; i < hg * K; i += SSD_THREADS) { /* consecutive threads along a row's heads */
         const int t = i / hg, j = i % hg;
         m.dt[j * K + t] = a.dt[(row0 + (size_t)t) * (size_t)a.dt_stride + (size_t)(h0 + j)];
@@ -453,9 +592,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         quad_cum(m.dt + (size_t)j * K, (double)a.A[h0 + j], K, m.cum + (size_t)j * K);
     for (int task = w; task < 2 * ntri; task += SSD_TC_WARPS) {
         if (task < ntri)
-            quad_abt_tile(m.pC, m.pB, m.lbc, N, task, quad_w(m, K, 1), m.lw);
+            quad_abt_tile<PATH>(m.pC, m.pB, m.lbc, N, task, quad_w(m, K, 1), m.lw);
         else
-            quad_abt_tile(quad_dy(m, K, 0), quad_x(m, K, 0), m.lx, P, task - ntri, quad_w(m, K, 0), m.lw);
+            quad_abt_tile<PATH>(quad_dy(m, K, 0), quad_x(m, K, 0), m.lx, P, task - ntri, quad_w(m, K, 0), m.lw);
     }
     __syncthreads(); /* b1 */
 
@@ -466,9 +605,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
         const float *dt = m.dt + (size_t)j * K;
         /* E(j): heads j+1 (j = 0; later heads come a head earlier) and j+2 in
          * flight; dX(j-1) out; head j's dD shares and elementwise pass */
-        if (j == 0 && hg > 1) quad_stage_head(a, m, row0, h + 1, next);
-        if (j + 2 < hg) quad_stage_head(a, m, row0, h + 2, later);
-        if (j > 0)
+        if (j == 0 && hg > 1) quad_stage_head<S>(a, m, row0, h + 1, next);
+        if (j + 2 < hg) quad_stage_head<S>(a, m, row0, h + 2, later);
+        if (PATH == QUAD_WMMA && j > 0) /* the mma path stored it in M(j-1) */
             quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h - 1) * P, a.dx_stride);
         const double pd = quad_warp_sum((double)quad_dd_share(quad_x(m, K, slot), quad_dy(m, K, slot), m.lx, K, P));
         if (lane == 0) m.dpart[w] = pd; /* dD's: a lane's P K / 256 terms */
@@ -492,11 +631,12 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
          * deal; the head's vectors; at the last head dG into the free W */
         for (int task = w; task < ndx + (j + 1 < hg ? ntri : 0); task += SSD_TC_WARPS) {
             if (task < ndx)
-                quad_dx_tile(m, Wj, quad_dy(m, K, slot), K, p16, task);
+                quad_dx_tile<PATH>(m, Wj, quad_dy(m, K, slot), K, p16, task,
+                                   a.dx + row0 * (size_t)a.dx_stride + (size_t)h * P, (size_t)a.dx_stride, o.vec2);
             else
-                quad_abt_tile(quad_dy(m, K, next), quad_x(m, K, next), m.lx, P, task - ndx, Wn, m.lw);
+                quad_abt_tile<PATH>(quad_dy(m, K, next), quad_x(m, K, next), m.lx, P, task - ndx, Wn, m.lw);
         }
-        if (w == QUAD_VEC_WARP) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h);
+        if (w == QUAD_VEC_WARP) quad_head_vectors(a, o, m, dt, row0, (size_t)b * a.H + (size_t)h, h, K);
         if (j == hg - 1) {
 #pragma unroll
             for (int i = 0; i < QUAD_ROWS; i++)
@@ -510,35 +650,64 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     }
 
     /* X1: B, C again (over the slots, not dX); the last dX out */
-    tc_stage_rows<ssd_shape_any>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.eB, m.lbc);
-    tc_stage_rows<ssd_shape_any>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.eC, m.lbc);
+    tc_stage_rows<typename S::stage>(a.Bm + row0 * (size_t)a.B_stride + (size_t)g * N, a.B_stride, K, N, m.eB, m.lbc);
+    tc_stage_rows<typename S::stage>(a.Cm + row0 * (size_t)a.C_stride + (size_t)g * N, a.C_stride, K, N, m.eC, m.lbc);
     __pipeline_commit();
-    quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h0 + hg - 1) * P, a.dx_stride);
+    if (PATH == QUAD_WMMA)
+        quad_store_rows(m.dX, m.lx, K, P, a.dx + row0 * (size_t)a.dx_stride + (size_t)(h0 + hg - 1) * P, a.dx_stride);
     tc_stage_wait();
     __syncthreads(); /* x1 */
-    /* X2: dC, dB tiles (over dX) */
+    /* X2: dC, dB tiles (over dX; the mma path's straight to global, no X3) */
     const float *dGs = quad_w(m, K, hg & 1);
-    for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
-        acc_t acc;
-        if (tile < l16 * n16) { /* dC[t, n] = sum_{s<=t} dG[t, s] B[s, n] */
-            const int ti = tile / n16, ni = tile % n16;
-            quad_mma<true, true>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, m.eB + 16 * ni, m.lbc, 16 * (ti + 1));
-            wmma::store_matrix_sync(m.dCo + (size_t)16 * ti * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
-        } else { /* dB[s, n] = sum_{t>=s} dG[t, s] C[t, n]: dG^T as A col-major */
-            const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
-            quad_mma<false, true>(acc, dGs + (size_t)t0 * m.lw + t0, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc,
-                                  K - t0);
-            wmma::store_matrix_sync(m.dBo + (size_t)t0 * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
+    if constexpr (PATH != QUAD_WMMA) {
+        float *dC = o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N,
+              *dB = o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N;
+        for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
+            float acc[2][4];
+            if (tile < l16 * n16) { /* dC: A (t, s) = dG[t lw + s] along k, B (s, n) = B[s lbc + n] */
+                const int ti = tile / n16, ni = tile % n16;
+                quad_raw_mma<false, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, 1, m.eB + 16 * ni,
+                                                           m.lbc, 1, 16 * (ti + 1));
+                quad_raw_store(acc, dC + (size_t)16 * ti * o.dC_stride + 16 * ni, (size_t)o.dC_stride, o.vec2);
+            } else { /* dB: A (s, t) = dG[t lw + s], B (t, n) = C[t lbc + n]: both k-major */
+                const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
+                quad_raw_mma<true, PATH == QUAD_MMA_IADD>(acc, dGs + (size_t)t0 * m.lw + t0, 1, m.lw,
+                                                          m.eC + (size_t)t0 * m.lbc + 16 * ni, m.lbc, 1, K - t0);
+                quad_raw_store(acc, dB + (size_t)t0 * o.dB_stride + 16 * ni, (size_t)o.dB_stride, o.vec2);
+            }
         }
+    } else {
+        for (int tile = w; tile < 2 * l16 * n16; tile += SSD_TC_WARPS) {
+            acc_t acc;
+            if (tile < l16 * n16) { /* dC[t, n] = sum_{s<=t} dG[t, s] B[s, n] */
+                const int ti = tile / n16, ni = tile % n16;
+                quad_mma<true, true>(acc, dGs + (size_t)16 * ti * m.lw, m.lw, m.eB + 16 * ni, m.lbc, 16 * (ti + 1));
+                wmma::store_matrix_sync(m.dCo + (size_t)16 * ti * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
+            } else { /* dB[s, n] = sum_{t>=s} dG[t, s] C[t, n]: dG^T as A col-major */
+                const int k = tile - l16 * n16, si = k / n16, ni = k % n16, t0 = 16 * si;
+                quad_mma<false, true>(acc, dGs + (size_t)t0 * m.lw + t0, m.lw, m.eC + (size_t)t0 * m.lbc + 16 * ni,
+                                      m.lbc, K - t0);
+                wmma::store_matrix_sync(m.dBo + (size_t)t0 * m.lbc + 16 * ni, acc, m.lbc, wmma::mem_row_major);
+            }
+        }
+        __syncthreads(); /* x2 */
+        /* X3 */
+        quad_store_rows(m.dCo, m.lbc, K, N, o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N, o.dC_stride);
+        quad_store_rows(m.dBo, m.lbc, K, N, o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N, o.dB_stride);
     }
-    __syncthreads(); /* x2 */
-    /* X3 */
-    quad_store_rows(m.dCo, m.lbc, K, N, o.dC + row0 * (size_t)o.dC_stride + (size_t)g * N, o.dC_stride);
-    quad_store_rows(m.dBo, m.lbc, K, N, o.dB + row0 * (size_t)o.dB_stride + (size_t)g * N, o.dB_stride);
 }
 
-static int quad_on = 1;
+static int quad_on = 1, quad_mma_on = 1;
 extern "C" void st_cuda_ssd_set_scan_quad_backward(int on) { quad_on = on != 0; }
+extern "C" void st_cuda_ssd_set_scan_quad_backward_mma(int mode) { quad_mma_on = mode >= 0 && mode <= 2 ? mode : 1; }
+
+/* Which kernel a call of these sizes runs (when the quad backward runs at
+ * all): the WMMA path, the mma path at the runtime shape, or at the default
+ * preset's constants (under st_cuda_ssd_set_scan_fixed_shape). */
+extern "C" int st_cuda_ssd_scan_quad_backward_variant(int K, int P, int N) {
+    if (!quad_mma_on) return ST_SSD_QUAD_WMMA;
+    return ssd_fixed_shape_on() && quad_shape_default::takes(K, P, N) ? ST_SSD_QUAD_MMA_FIXED : ST_SSD_QUAD_MMA;
+}
 
 static size_t quad_smem_bytes(int K, int H, int P, int G, int N) {
     return sizeof(float) * quad_smem_floats(K, H / G, P, N);
@@ -550,18 +719,39 @@ int st_cuda_ssd_scan_quad_fits(int Bsz, int K, int H, int P, int G, int N, size_
     return quad_smem_bytes(K, H, P, G, N) <= smem_optin && (size_t)Bsz * (size_t)G <= (size_t)INT_MAX;
 }
 
+template <class S, int PATH>
+static int quad_launch(const ssd_dev_args &a, const quad_out &o, size_t bytes, cudaStream_t stream) {
+    if (bytes > 49152)
+        ST_CUDA_TRY(cudaFuncSetAttribute(scan_quad_backward_kernel<S, PATH>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    scan_quad_backward_kernel<S, PATH><<<(unsigned)((size_t)a.Bsz * a.G), SSD_THREADS, bytes, stream>>>(a, o);
+    ST_CUDA_LAUNCHED();
+    return ST_OK;
+}
+
+/* 1 when p and a row stride of `stride` floats put every row on 8 bytes. */
+static int quad_on8(const float *p, int stride) { return ((uintptr_t)p & 7) == 0 && stride % 2 == 0; }
+
 int st_cuda_ssd_scan_quad_backward(const ssd_dev_args &a, float *dB, int dB_stride, float *dC, int dC_stride,
                                    float *partA, float *partD, size_t smem_optin, void *stream, int *taken) {
     *taken = 0;
     if (!st_cuda_ssd_scan_quad_fits(a.Bsz, a.K, a.H, a.P, a.G, a.N, smem_optin)) return ST_OK;
     const size_t bytes = quad_smem_bytes(a.K, a.H, a.P, a.G, a.N);
-    if (bytes > 49152)
-        ST_CUDA_TRY(
-            cudaFuncSetAttribute(scan_quad_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     quad_out o;
     o.dB = dB, o.dC = dC, o.partA = partA, o.partD = partD, o.dB_stride = dB_stride, o.dC_stride = dC_stride;
-    scan_quad_backward_kernel<<<(unsigned)((size_t)a.Bsz * a.G), SSD_THREADS, bytes, (cudaStream_t)stream>>>(a, o);
-    ST_CUDA_LAUNCHED();
+    o.vec2 = quad_on8(a.dx, a.dx_stride) && quad_on8(dB, dB_stride) && quad_on8(dC, dC_stride); /* P, N even */
+    const cudaStream_t s = (cudaStream_t)stream;
+    const int variant = st_cuda_ssd_scan_quad_backward_variant(a.K, a.P, a.N), iadd = quad_mma_on == 2;
+    if (variant == ST_SSD_QUAD_MMA_FIXED && iadd)
+        ST_TRY((quad_launch<quad_shape_default, QUAD_MMA_IADD>(a, o, bytes, s)));
+    else if (variant == ST_SSD_QUAD_MMA_FIXED)
+        ST_TRY((quad_launch<quad_shape_default, QUAD_MMA>(a, o, bytes, s)));
+    else if (variant == ST_SSD_QUAD_MMA && iadd)
+        ST_TRY((quad_launch<quad_shape_any, QUAD_MMA_IADD>(a, o, bytes, s)));
+    else if (variant == ST_SSD_QUAD_MMA)
+        ST_TRY((quad_launch<quad_shape_any, QUAD_MMA>(a, o, bytes, s)));
+    else
+        ST_TRY((quad_launch<quad_shape_any, QUAD_WMMA>(a, o, bytes, s)));
     *taken = 1;
     return ST_OK;
 }

@@ -1003,20 +1003,47 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
  * instead (asserted, and its gradients are other bits: else the quad one
  * did not run), also within the bound. strong: dt = 0.5, A = -16 (L
  * underflows to 0 a few rows below the diagonal; an exponent taken the
- * wrong way round is infinite). Leaves the switch on and fp32 mode. */
+ * wrong way round is infinite). The quad backward runs its mma path
+ * (st_cuda_ssd_set_scan_quad_backward_mma, at the default preset's shape
+ * with its sizes as constants: asserted which); the WMMA path (the switch
+ * off: changes 47, 51) also within the bound, contiguous and padded the
+ * same bits and deterministic; at the constant shape the runtime-shape
+ * mma path (st_cuda_ssd_set_scan_fixed_shape(0)) the same bits (only
+ * index math differs); its mode 2 (TF32 rounding by an integer add) within
+ * the bound, constant and runtime sizes the same bits (its difference to
+ * mode 1 printed: 0 where the tensor cores ignore the 13 low bits).
+ * Leaves the switches on and fp32 mode. */
 static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int strong,
                            uint64_t seed) {
     problem pb = make_problem_strong(Bsz, K, H, P, G, N, strong, seed);
-    result oracle = make_result(&pb), old = make_result(&pb);
+    result oracle = make_result(&pb), old = make_result(&pb), any = make_result(&pb);
+    result iadd[2] = {make_result(&pb), make_result(&pb)}; /* mode 2 at constant (where taken) and runtime sizes */
     result q[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
+    result wm[3] = {make_result(&pb), make_result(&pb), make_result(&pb)};
     cpu_double_sequential(&pb, &oracle);
     const int fp32_quad = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
     st_cuda_set_matmul_precision(ST_MATMUL_BF16);
     const int quad = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
     const int scan = st_cuda_ssd_backward_is_scan(Bsz, K, H, P, G, N, Q);
-    int pads[4] = {0, 0, 0, 0};
+    const int fixed = K == 64 && P == 32 && N == 64; /* the shape compiled with constants */
+    const int variant = st_cuda_ssd_scan_quad_backward_variant(K, P, N);
+    int pads[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     int ok = gpu_run(&pb, Q, 0, &q[0], &pads[0]) == ST_OK && gpu_run(&pb, Q, 1, &q[1], &pads[1]) == ST_OK &&
              gpu_run(&pb, Q, 1, &q[2], &pads[2]) == ST_OK;
+    st_cuda_ssd_set_scan_quad_backward_mma(2);
+    ok = ok && gpu_run(&pb, Q, 1, &iadd[0], &pads[8]) == ST_OK;
+    st_cuda_ssd_set_scan_fixed_shape(0);
+    ok = ok && gpu_run(&pb, Q, 1, &iadd[1], &pads[9]) == ST_OK;
+    st_cuda_ssd_set_scan_quad_backward_mma(1);
+    const int variant_any = st_cuda_ssd_scan_quad_backward_variant(K, P, N);
+    ok = ok && gpu_run(&pb, Q, 1, &any, &pads[4]) == ST_OK;
+    st_cuda_ssd_set_scan_fixed_shape(1);
+    st_cuda_ssd_set_scan_quad_backward_mma(0);
+    const int variant_off = st_cuda_ssd_scan_quad_backward_variant(K, P, N);
+    const int quad_wmma = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
+    ok = ok && gpu_run(&pb, Q, 0, &wm[0], &pads[5]) == ST_OK && gpu_run(&pb, Q, 1, &wm[1], &pads[6]) == ST_OK &&
+         gpu_run(&pb, Q, 1, &wm[2], &pads[7]) == ST_OK;
+    st_cuda_ssd_set_scan_quad_backward_mma(1);
     st_cuda_ssd_set_scan_quad_backward(0);
     const int quad_off = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
     const int tc_off = st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q);
@@ -1030,7 +1057,12 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
                  {"the quad backward", quad, 1},
                  {"the scan backward (the quad backward goes first)", scan, 0},
                  {"the quad backward under st_cuda_ssd_set_scan_quad_backward(0)", quad_off, 0},
-                 {"the scan backward's TC variant under st_cuda_ssd_set_scan_quad_backward(0)", tc_off, 1}};
+                 {"the scan backward's TC variant under st_cuda_ssd_set_scan_quad_backward(0)", tc_off, 1},
+                 {"the quad backward under st_cuda_ssd_set_scan_quad_backward_mma(0)", quad_wmma, 1},
+                 {"the mma path with constant sizes", variant == ST_SSD_QUAD_MMA_FIXED, fixed},
+                 {"the mma path (at either shape)", variant != ST_SSD_QUAD_WMMA, 1},
+                 {"the runtime-shape mma path under st_cuda_ssd_set_scan_fixed_shape(0)", variant_any, ST_SSD_QUAD_MMA},
+                 {"the WMMA path under st_cuda_ssd_set_scan_quad_backward_mma(0)", variant_off, ST_SSD_QUAD_WMMA}};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
         check_taken(label, paths[i].path, paths[i].taken, paths[i].expected);
     CHECK(ok, "%s: a GPU call failed (message above)", label);
@@ -1043,12 +1075,22 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
             int cols;
             double gv, rv, ov, orv, err = tensor_err(&pb, i, &q[1], &oracle, &where, &gv, &rv);
             const double old_err = tensor_err(&pb, i, &old, &oracle, &wo, &ov, &orv);
+            const double wmma_err = tensor_err(&pb, i, &wm[1], &oracle, &wo, &ov, &orv);
+            const double mma_wmma = tensor_err(&pb, i, &q[1], &wm[1], &wo, &ov, &orv);
+            const double iadd_err = tensor_err(&pb, i, &iadd[0], &oracle, &wo, &ov, &orv);
+            const double iadd_mma = tensor_err(&pb, i, &iadd[0], &q[1], &wo, &ov, &orv);
             tensor_shape(&pb, i, &rows, &cols);
             if (i > T_Y)
                 grads_same &= !memcmp(*tensor_ptr(&q[1], i), *tensor_ptr(&old, i), sizeof(float) * (size_t)(rows * cols));
-            printf("  %-4s vs CPU f64 seq %.2e (the scan backward's TC variant %.2e)\n", tensor_names[i], err, old_err);
+            printf("  %-4s vs CPU f64 seq %.2e (the WMMA path %.2e, mma vs WMMA %.2e; mode 2 %.2e, vs mode 1 %.2e; the "
+                   "scan backward's TC variant %.2e)\n",
+                   tensor_names[i], err, wmma_err, mma_wmma, iadd_err, iadd_mma, old_err);
             CHECK(err <= TC_GRAD_BOUND, "%s: quad %s vs CPU f64 rel err %.3e > %.0e (row %ld col %ld: %.9g vs %.9g)",
                   label, tensor_names[i], err, TC_GRAD_BOUND, where / cols, where % cols, gv, rv);
+            CHECK(wmma_err <= TC_GRAD_BOUND, "%s: the quad WMMA path's %s vs CPU f64 rel err %.3e > %.0e", label,
+                  tensor_names[i], wmma_err, TC_GRAD_BOUND);
+            CHECK(iadd_err <= TC_GRAD_BOUND, "%s: the quad mma path's mode 2: %s vs CPU f64 rel err %.3e > %.0e", label,
+                  tensor_names[i], iadd_err, TC_GRAD_BOUND);
             CHECK(old_err <= TC_GRAD_BOUND, "%s: with the quad backward off, %s vs CPU f64 rel err %.3e > %.0e", label,
                   tensor_names[i], old_err, TC_GRAD_BOUND);
         }
@@ -1059,11 +1101,22 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
         CHECK(!grads_same, "%s: the quad backward gave the scan backward's bits on every gradient (did it run?)", label);
         CHECK(same_result(&pb, &q[0], &q[1]), "%s: quad: contiguous rows and padded strides give other bits", label);
         CHECK(same_result(&pb, &q[1], &q[2]), "%s: quad: two runs differ (not deterministic)", label);
-        CHECK(pads[0] && pads[1] && pads[2] && pads[3], "%s: a backward wrote into output padding", label);
+        CHECK(same_result(&pb, &q[1], &any), "%s: quad: the mma path at constant and runtime sizes gives other bits",
+              label);
+        CHECK(same_result(&pb, &iadd[0], &iadd[1]),
+              "%s: quad: the mma path's mode 2 at constant and runtime sizes gives other bits", label);
+        CHECK(same_result(&pb, &wm[0], &wm[1]),
+              "%s: quad WMMA path: contiguous rows and padded strides give other bits", label);
+        CHECK(same_result(&pb, &wm[1], &wm[2]), "%s: quad WMMA path: two runs differ (not deterministic)", label);
+        int pads_ok = 1;
+        for (int j = 0; j < 10; j++)
+            pads_ok &= pads[j];
+        CHECK(pads_ok, "%s: a backward wrote into output padding", label);
     }
     for (int j = 0; j < 3; j++)
-        free_result(&q[j]);
-    free_result(&old), free_result(&oracle), free_problem(&pb);
+        free_result(&q[j]), free_result(&wm[j]);
+    free_result(&iadd[0]), free_result(&iadd[1]);
+    free_result(&any), free_result(&old), free_result(&oracle), free_problem(&pb);
 }
 
 /* The quad backward's rule at the shapes next to it (bf16 mode): K not a

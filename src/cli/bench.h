@@ -51,6 +51,7 @@ typedef struct {
     int scan_quad;     /* the SSD forward's quad kernel for windows of <= 64 rows (1) or not (0):
                         * st_cuda_ssd_set_scan_tc_quad */
     int vsn_tc;        /* bf16: the fused VSN's products on the tensor cores (1) or fp32 FMAs (0): st_cuda_vsn_set_fused_tc */
+    int vsn_bwd_tc;    /* bf16: the VSN backward on the tensor cores (1) or fp32 (0): st_cuda_vsn_set_fused_backward_tc */
     int segment;        /* train and e2e: a minibatch's windows as segments of this many consecutive steps of one
                          * environment (the trainer's --segment; default: its default) */
     int episode_length; /* train: the episode length H of the segments' draw (the trainer's default) */

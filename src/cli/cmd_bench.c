@@ -21,6 +21,7 @@
 #include "cuda/model_cuda.h" /* st_cuda_model_set_train_table, _set_last_row_tail */
 #include "cuda/ssd_cuda.h"   /* st_cuda_ssd_set_scan_quad_backward, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_backward_fused_cuda.h" /* st_cuda_vsn_set_fused_backward_tc */
 #include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc */
 #endif
 
@@ -57,6 +58,8 @@ static const st_flag flags[] = {
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
     {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
                       "tensor cores (1, default) or as fp32 FMAs (0)"},
+    {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1) or as fp32 "
+                          "FMAs (0, default)"},
     {"segment", "S", "train, e2e: each minibatch as segments of S consecutive rollout steps of one environment "
                      "(the trainer's --segment; default: its default); train draws its windows so"},
     {"json", "FILE", "write every number with its configuration to FILE"},
@@ -169,6 +172,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
                o->scan_quad);
     ST_TRY(st_args_int(a, "vsn-tc", 1, &o->vsn_tc));
     ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
+    ST_TRY(st_args_int(a, "vsn-bwd-tc", 0, &o->vsn_bwd_tc));
+    ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
+               o->vsn_bwd_tc);
     st_train_config tc; /* the trainer's defaults: the minibatch's segments and the episode length */
     ST_TRY(st_train_config_default(&tc, "default"));
     int seg_def = tc.segment;
@@ -226,6 +232,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "scan_quad", o->scan_quad);
     cJSON_AddNumberToObject(root, "segment", o->segment);
     cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
+    cJSON_AddNumberToObject(root, "vsn_bwd_tc", o->vsn_bwd_tc);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -301,6 +308,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_ssd_set_scan_quad_backward(o.scan_quad_backward);
         st_cuda_ssd_set_scan_tc_quad(o.scan_quad);
         st_cuda_vsn_set_fused_tc(o.vsn_tc);
+        st_cuda_vsn_set_fused_backward_tc(o.vsn_bwd_tc);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

@@ -76,6 +76,7 @@
 #include "cuda/mma_bf16_device.cuh"
 #include "cuda/vsn_backward_fused_device.cuh"
 #include "cuda/vsn_device.cuh"
+#include "cuda/vsn_quad_device.cuh"
 #include "cuda/vsn_tile_device.cuh" /* row_sum */
 
 extern "C" {
@@ -112,10 +113,6 @@ template <int DV> struct bwd_tc_shape : bwd_part<DV> {
     static_assert(NU == (DV / 16) * NT && W % NU == 0, "dWg's and dW2's units pair up over the warps");
     static_assert(XC_AT + 8 * W * 8 * DV <= BYTES && (LDD * 2) % 16 == 0 && (LDS * 2) % 16 == 0, "layout");
 };
-
-__device__ static inline float2 lds2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
-
-__device__ static inline float comp(float2 v, int e) { return e ? v.y : v.x; }
 
 /* The sum of v[0..N) over the 8 lanes of the lane's column group (xor 16, 8, 4), each step
  * keeping half: lane (g, q) ends with value g / (8 / N)'s sum (lanes g, g ^ 1 the same when N =
@@ -295,21 +292,12 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float x[2 * NT], sg[2 * NT];
+            quad_gate_x<NT>(gq, h, q, sj[h], vec + S::B1 * DV, vec + S::B2 * DV, vec + S::EW * DV, vec + S::EB * DV, x,
+                            sg);
             double sum = 0;
 #pragma unroll
-            for (int p = 0; p < NT; p++) {
-                const int o = 8 * p + 2 * q;
-                const float2 b1 = lds2(vec + S::B1 * DV + o), b2 = lds2(vec + S::B2 * DV + o);
-                const float2 ew = lds2(vec + S::EW * DV + o), eb = lds2(vec + S::EB * DV + o);
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int c = 2 * p + e;
-                    const float g1 = gq[p][2 * h + e] + comp(b1, e);
-                    sg[c] = dev_sigmoid(gq[NT + p][2 * h + e] + comp(b2, e));
-                    x[c] = (sj[h] * comp(ew, e) + comp(eb, e)) + g1 * sg[c];
-                    sum += x[c];
-                }
-            }
+            for (int c = 0; c < 2 * NT; c++)
+                sum += x[c];
             sum = row_sum<4>(sum) / DV;
             double var = 0;
 #pragma unroll

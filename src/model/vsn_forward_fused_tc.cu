@@ -62,6 +62,7 @@
 #include "cuda/mma_bf16_device.cuh" /* bf16x2, mma_bf16 */
 #include "cuda/vsn_device.cuh"
 #include "cuda/vsn_fused_device.cuh"
+#include "cuda/vsn_quad_device.cuh"
 #include "cuda/vsn_tile_device.cuh" /* row_sum */
 
 extern "C" {
@@ -89,10 +90,6 @@ template <int DV, int T> struct fused_tc_shape : fused_vec_rows {
     static_assert(STAGE % 4 == 0 && VEC % 2 == 0 && LDW % 2 == 0, "16-byte stages, 8-byte float2 loads");
     static_assert(sizeof(float) * TOTAL <= 49152, "two stages within the default shared memory");
 };
-
-__device__ static inline float2 lds2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
-
-__device__ static inline float comp(float2 v, int e) { return e ? v.y : v.x; }
 
 /* d += a W^T over W's n-tile p, k-tile kt (W [n][LDW] fp32 in the stage,
  * B[k][n] = W[n][k]): lane (g, q) reads row 8p + g, columns 16 kt + 2q
@@ -179,19 +176,9 @@ static __global__ void __launch_bounds__(T, 512 / T) vsn_fused_tc_kernel(fused_a
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const float sj = h ? s1 : s0;
-                float x[2 * NT];
-#pragma unroll
-                for (int p = 0; p < NT; p++) {
-                    const int o = 8 * p + 2 * q;
-                    const float2 b1 = lds2(vec + S::B1 * DV + o), b2 = lds2(vec + S::B2 * DV + o);
-                    const float2 ew = lds2(vec + S::EW * DV + o), eb = lds2(vec + S::EB * DV + o);
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const float g1 = gg[p][2 * h + e] + comp(b1, e);
-                        const float sg = sigmoid_one_div(gg[NT + p][2 * h + e] + comp(b2, e));
-                        x[2 * p + e] = (sj * comp(ew, e) + comp(eb, e)) + g1 * sg;
-                    }
-                }
+                float x[2 * NT], sg[2 * NT];
+                quad_gate_x<NT>(gg, h, q, sj, vec + S::B1 * DV, vec + S::B2 * DV, vec + S::EW * DV, vec + S::EB * DV, x,
+                                sg);
                 double sum = 0;
 #pragma unroll
                 for (int c = 0; c < 2 * NT; c++)

@@ -902,7 +902,7 @@ static void test_backward_tc(const char *label, int rows, int F, int Dv, uint64_
         }
         CHECK(unchanged, "%s: the tensor-core kernel changed a gradient it does not own", label);
         {
-            float *base = in.fo; /* any device base: the fold sums' offsets */
+            float *base = fr0; /* the fold sums' offsets in their buffer */
             st_vsn_fold_grads r = st_vsn_fold_grads_at(base, F, Dv);
             const struct {
                 const char *name;

@@ -207,6 +207,17 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
 #pragma unroll
     for (int v = 0; v < 8; v++)
         csum[v] = 0;
+    /* s of the lane's rows a tile ahead: the next tile's source rows (table mode) at a tile's
+     * start, its s after P5, so neither dependent load waits at the tile's start */
+    float sn[2];
+    int srcn[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const size_t row = (size_t)t0 * R + 16 * warp + g + 8 * h;
+        const bool in0 = t0 < t1 && row < (size_t)rows;
+        const size_t src = TT && in0 ? (size_t)a.src_rows[row] : row;
+        sn[h] = in0 ? a.s[src * (size_t)a.s_stride + j] : 0.0f;
+    }
     __syncthreads(); /* the fragments and vectors staged */
     for (long tile = t0; tile < t1; tile++) {
         __nv_bfloat16 *buf = stg + ((tile - t0) & 1) * S::BUF;
@@ -216,10 +227,10 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
         bool in[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const size_t row = (size_t)tile * R + 16 * warp + g + 8 * h;
+            const size_t row = (size_t)tile * R + 16 * warp + g + 8 * h, next = row + R;
             rowh[h] = row, in[h] = row < (size_t)rows;
-            const size_t src = TT && in[h] ? (size_t)a.src_rows[row] : row;
-            sj[h] = in[h] ? a.s[src * (size_t)a.s_stride + j] : 0.0f;
+            sj[h] = sn[h];
+            srcn[h] = TT && tile + 1 < t1 && next < (size_t)rows ? a.src_rows[next] : 0;
             aj[h] = !in[h] ? 0.0f : TT ? 1.0f : a.alpha[row * (size_t)a.alpha_stride + j];
             dal[h] = !TT && in[h] && a.dalpha ? a.dalpha[row * (size_t)a.dalpha_stride + j] : 0.0f;
         }
@@ -418,6 +429,12 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
             }
             csum[3] += col_reduce<2 * NT>(v, lane);
             csum[4] += col_reduce<2 * NT>(w, lane);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) { /* the next tile's s */
+            const size_t next = rowh[h] + R;
+            const bool inn = tile + 1 < t1 && next < (size_t)rows;
+            sn[h] = inn ? a.s[(TT ? (size_t)srcn[h] : next) * (size_t)a.s_stride + j] : 0.0f;
         }
         __syncthreads(); /* the tile's staging complete (and the other buffer's last readers done) */
         /* dWg += dgl^T h2, dW2 += dh2^T h1 over the tile's rows (this warp's unit and k-part) */

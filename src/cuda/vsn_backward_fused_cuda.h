@@ -80,6 +80,19 @@ int st_cuda_vsn_backward_fused_fits(int rows, int F, int Dv, size_t scratch_floa
  * read when a backward is enqueued. */
 void st_cuda_vsn_set_fused_backward(int on);
 
+/* In bf16 mode (st_cuda_matmul_precision() == ST_MATMUL_BF16) at Dv 16 or
+ * 32, both calls above (window rows and the bar table) may run the
+ * kernel's products on the tensor cores (model/vsn_backward_fused_tc.cu:
+ * bf16 operands, fp32 accumulation, the same outputs' layout and the same
+ * finishing kernels). 1: where st_cuda_vsn_backward_fused_tc_takes(Dv);
+ * 0 (the default): the fp32 kernel always. Process-wide, read when a
+ * backward is enqueued. */
+void st_cuda_vsn_set_fused_backward_tc(int on);
+
+/* 1 when the fused backward at this Dv runs the tensor-core kernel under
+ * the current precision and switch. */
+int st_cuda_vsn_backward_fused_tc_takes(int Dv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,13 @@ __device__ static inline float dev_sigmoid(float x) {
     float e = expf(x);
     return e / (1.0f + e);
 }
+/* dev_sigmoid's value with one division for both signs (the same bits:
+ * 1/(1+e) and e/(1+e) with e = exp(-|x|)), no divergent branch. */
+__device__ static inline float sigmoid_one_div(float x) {
+    const float e = expf(-fabsf(x));
+    return (x >= 0 ? 1.0f : e) / (1.0f + e);
+}
+
 __device__ static inline float dev_elu(float x) { return x > 0 ? x : expm1f(x); }
 /* d ELU(x)/dx given h = ELU(x): 1 where h > 0, else e^x = h + 1. */
 __device__ static inline float elu_grad_from_out(float h) { return h > 0 ? 1.0f : h + 1.0f; }

@@ -103,13 +103,6 @@ __device__ static inline void fused_next(const fused_args &a, int rows, int j, s
         __pipeline_commit();
 }
 
-/* dev_sigmoid's value with one division for both signs (the same bits:
- * 1/(1+e) and e/(1+e) with e = exp(-|x|)), no divergent branch. */
-__device__ static inline float sigmoid_one_div(float x) {
-    const float e = expf(-fabsf(x));
-    return (x >= 0 ? 1.0f : e) / (1.0f + e);
-}
-
 /* The v mode's block size: 1 (256 threads) where blocks of R256 rows make
  * at least one wave of two an SM or mode forces it, 0 (128 threads, half
  * the rows) else, so that a small batch still reaches every SM. */

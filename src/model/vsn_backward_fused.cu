@@ -73,6 +73,7 @@
 #include <string.h>
 
 #include "cuda/check.h"
+#include "cuda/vsn_backward_fused_device.cuh"
 #include "cuda/vsn_device.cuh"
 #include "cuda/vsn_tile_device.cuh"
 
@@ -105,12 +106,10 @@ template <int DV> struct bwd_shape {
     /* floats: W2 [DV][LDW], Wg [2DV][LDW], vec [8][DV], s, alpha, dalpha [R], B [R][LDH], C [R][LDG] */
     static constexpr int W2 = 0, WG = DV * LDW, VEC = 3 * DV * LDW, ROWS = VEC + 8 * DV;
     static constexpr int B = ROWS + 3 * R, C = B + R * LDH, FLOATS = C + R * LDG;
-    enum { U, V, B1, B2, EW, EB, LNW, LNB };
-    /* a block's partial (doubles): dWg [2DV][DV], dW2 [DV][DV], gg [2DV], fc2_b [DV], then the
-     * column sums ln_w, X, Sx, q, Q [DV] each */
-    static constexpr int NWG = 2 * DV * DV, GG = 3 * DV * DV, FB = GG + 2 * DV, NACC = FB + DV;
-    enum { CLNW, CX, CSX, CQ1, CQS, NCOLV };
-    static constexpr int NCOL = NCOLV * DV, NP = NACC + NCOL;
+    using P = bwd_part<DV>; /* the partial's layout, the vectors' order */
+    static constexpr int NWG = P::NWG, GG = P::GG, FB = P::FB, NACC = P::NACC, NCOL = P::NCOL, NP = P::NP;
+    enum { U = P::U, V = P::V, B1 = P::B1, B2 = P::B2, EW = P::EW, EB = P::EB, LNW = P::LNW, LNB = P::LNB };
+    enum { CLNW = P::CLNW, CX = P::CX, CSX = P::CSX, CQ1 = P::CQ1, CQS = P::CQS };
     /* doubles after the floats: acc [NACC], col [W][NCOL] (per warp), dsx [R] */
     static constexpr int DCOL = NACC, DDSX = DCOL + W * NCOL, DOUBLES = DDSX + R;
     static constexpr size_t BYTES = sizeof(float) * FLOATS + sizeof(double) * DOUBLES;
@@ -120,21 +119,6 @@ template <int DV> struct bwd_shape {
     static_assert(DV % 4 == 0 && 32 % CG == 0, "a row's threads must be adjacent lanes of one warp");
     static_assert(FLOATS % 4 == 0 && LDW % 4 == 0 && LDH % 4 == 0 && LDG % 4 == 0, "float4 rows");
     static_assert(R % 32 == 0 && NTG <= W * (32 / RSA) && NT2 <= W * (32 / RSB), "micro-tiles fit the block");
-};
-
-struct bwd_args {
-    int rows, F, s_stride, alpha_stride, dv_stride, dalpha_stride;
-    long ntiles;
-    int splits;
-    const float *s, *alpha, *dv, *dalpha, *W2, *Wg, *U, *V, *Vg, *ew, *eb, *lnw, *lnb;
-    double *dad;   /* dalpha_j [F][rows] */
-    double *dsv;   /* the ds part [F][rows], or NULL */
-    double *parts; /* [splits][F][NP] */
-    /* the table mode (st_cuda_vsn_backward_fused_table): row r's s is s row src_rows[r], alpha is
-     * NULL (1: dv is t_j's own gradient dT, variable j's at dv + j dv_jstride), dad NULL, and the
-     * rows end at min(rows, *nrows) (a device count; the tiles are split over it). NULL / 0: none */
-    const int *src_rows, *nrows;
-    int dv_jstride;
 };
 
 /* Component u (a constant after unrolling) of v. */
@@ -231,18 +215,7 @@ static __global__ void __launch_bounds__(VSNB_THREADS, 2) vsn_bwd_fused_kernel(b
             const int o = i / DV, k = i % DV;
             sm[S::W2 + o * LDW + k] = o < DV ? W2[i] : Wg[i - DV * DV];
         }
-        for (int i = tid; i < 8 * DV; i += T) {
-            const int which = i / DV, k = i % DV;
-            const size_t jk = (size_t)j * DV + k;
-            sm[S::VEC + i] = which == S::U     ? a.U[jk]
-                             : which == S::V   ? a.V[jk]
-                             : which == S::B1  ? a.Vg[2 * (size_t)j * DV + k]
-                             : which == S::B2  ? a.Vg[2 * (size_t)j * DV + DV + k]
-                             : which == S::EW  ? a.ew[jk]
-                             : which == S::EB  ? a.eb[jk]
-                             : which == S::LNW ? a.lnw[jk]
-                                               : a.lnb[jk];
-        }
+        bwd_stage_vec<DV, T>(a, j, sm + S::VEC, tid);
         for (int i = tid; i < S::NACC; i += T)
             acc[i] = 0;
         for (int i = tid; i < S::W * S::NCOL; i += T)
@@ -606,7 +579,9 @@ extern "C" int st_cuda_vsn_backward_fused(int rows, int F, int Dv, const float *
     a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg, a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w;
     a.lnb = w->var_ln_b;
     a.dad = sd, a.dsv = want_ds ? sd + (size_t)rows * F : NULL, a.parts = sd + scratch_parts_at(rows, F);
-    if (Dv == 8)
+    if (st_cuda_vsn_backward_fused_tc_takes(Dv))
+        ST_TRY(vsn_bwd_tc_launch(a, Dv, false, st));
+    else if (Dv == 8)
         ST_TRY(bwd_launch<8>(a, st));
     else if (Dv == 16)
         ST_TRY(bwd_launch<16>(a, st));
@@ -649,7 +624,9 @@ extern "C" int st_cuda_vsn_backward_fused_table(int cap, const int *nrows, const
     a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg, a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w;
     a.lnb = w->var_ln_b;
     a.parts = parts, a.src_rows = src_rows, a.nrows = nrows;
-    if (Dv == 8)
+    if (st_cuda_vsn_backward_fused_tc_takes(Dv))
+        ST_TRY(vsn_bwd_tc_launch(a, Dv, true, st));
+    else if (Dv == 8)
         ST_TRY((bwd_launch<8, true>(a, st)));
     else if (Dv == 16)
         ST_TRY((bwd_launch<16, true>(a, st)));

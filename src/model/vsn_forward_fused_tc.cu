@@ -59,8 +59,10 @@
 #include <stdint.h>
 
 #include "cuda/check.h"
+#include "cuda/mma_bf16_device.cuh" /* bf16x2, mma_bf16 */
 #include "cuda/vsn_device.cuh"
 #include "cuda/vsn_fused_device.cuh"
+#include "cuda/vsn_quad_device.cuh"
 #include "cuda/vsn_tile_device.cuh" /* row_sum */
 
 extern "C" {
@@ -88,24 +90,6 @@ template <int DV, int T> struct fused_tc_shape : fused_vec_rows {
     static_assert(STAGE % 4 == 0 && VEC % 2 == 0 && LDW % 2 == 0, "16-byte stages, 8-byte float2 loads");
     static_assert(sizeof(float) * TOTAL <= 49152, "two stages within the default shared memory");
 };
-
-__device__ static inline float2 lds2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
-
-__device__ static inline float comp(float2 v, int e) { return e ? v.y : v.x; }
-
-/* (lo, hi) as bf16x2, lo in the low half (a fragment register's lower-indexed element). */
-__device__ static inline uint32_t bf16x2(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t *>(&v);
-}
-
-/* d += a b over one m16n8k16 tile: bf16 operands, fp32 accumulators. */
-__device__ static inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* d += a W^T over W's n-tile p, k-tile kt (W [n][LDW] fp32 in the stage,
  * B[k][n] = W[n][k]): lane (g, q) reads row 8p + g, columns 16 kt + 2q
@@ -192,19 +176,9 @@ static __global__ void __launch_bounds__(T, 512 / T) vsn_fused_tc_kernel(fused_a
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const float sj = h ? s1 : s0;
-                float x[2 * NT];
-#pragma unroll
-                for (int p = 0; p < NT; p++) {
-                    const int o = 8 * p + 2 * q;
-                    const float2 b1 = lds2(vec + S::B1 * DV + o), b2 = lds2(vec + S::B2 * DV + o);
-                    const float2 ew = lds2(vec + S::EW * DV + o), eb = lds2(vec + S::EB * DV + o);
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const float g1 = gg[p][2 * h + e] + comp(b1, e);
-                        const float sg = sigmoid_one_div(gg[NT + p][2 * h + e] + comp(b2, e));
-                        x[2 * p + e] = (sj * comp(ew, e) + comp(eb, e)) + g1 * sg;
-                    }
-                }
+                float x[2 * NT], sg[2 * NT];
+                quad_gate_x<NT>(gg, h, q, sj, vec + S::B1 * DV, vec + S::B2 * DV, vec + S::EW * DV, vec + S::EB * DV, x,
+                                sg);
                 double sum = 0;
 #pragma unroll
                 for (int c = 0; c < 2 * NT; c++)

@@ -62,6 +62,7 @@
 #include "cuda/linear_cuda.h" /* st_cuda_set_matmul_precision */
 #include "cuda/vsn_backward_fused_cuda.h"
 #include "cuda/vsn_cuda.h"
+#include "cuda/vsn_fold_cuda.h"          /* the fold the fused backward reads */
 #include "cuda/vsn_forward_fused_cuda.h" /* the tensor-core switch, the table combine */
 
 #define FWD_BOUND 1e-5
@@ -717,6 +718,229 @@ static void test_fused_tc(const char *label, int rows, int F, int C, int Dv, uin
     free_case(&k);
 }
 
+/* ---- the backward's tensor-core kernel (model/vsn_backward_fused_tc.cu) ---- */
+
+#define BTC_BOUND 2e-2
+#define BTC_RUNS 4
+
+/* One run's outputs of both fused-backward calls (host copies): the window
+ * call's dlog [rows, F], dad and dsv ([F][rows] doubles, its scratch), its
+ * gradients and fold sums (g, fr), and the bar-table call's (gt, frt). */
+typedef struct {
+    float *dlog, *g, *fr, *gt, *frt;
+    double *dad, *dsv;
+} btc_out;
+
+static void btc_out_free(btc_out *o) {
+    free(o->dlog), free(o->g), free(o->fr), free(o->gt), free(o->frt), free(o->dad), free(o->dsv);
+}
+
+/* Device inputs of the test (freed together). */
+typedef struct {
+    float *p, *fo, *s, *alpha, *dv, *dalpha, *dT;
+    int *src, *count;
+    int rows, F, Dv, n, s_stride, alpha_stride, dv_stride, dalpha_stride;
+} btc_in;
+
+/* Both calls in the current precision and switch, every output poisoned
+ * (dlog, the scratch, the partials) or fresh (g from g0, fr from fr0). */
+static int btc_run(const vcase *k, const btc_in *in, const float *fr0, size_t nfr, btc_out *o) {
+    const int R = in->rows, F = in->F, Dv = in->Dv;
+    const size_t scratch_f = 6 * (size_t)R * F * Dv, parts_d = st_cuda_vsn_backward_fused_table_doubles(R, F, Dv);
+    memset(o, 0, sizeof *o);
+    float *g = dev_upload(k->g0, k->L.total), *gt = dev_upload(k->g0, k->L.total);
+    float *fr = dev_upload(fr0, nfr), *frt = dev_upload(fr0, nfr), *dlog = dev_poisoned((size_t)R * F);
+    float *scratch = dev_poisoned(scratch_f), *parts = dev_poisoned(2 * parts_d);
+    int rc = g && gt && fr && frt && dlog && scratch && parts ? ST_OK : ST_ERR_DEVICE, taken = 0;
+    st_vsn_weights w = vsn_bind_w(&k->L, in->p);
+    st_vsn_grads gg = vsn_bind_g(&k->L, g), ggt = vsn_bind_g(&k->L, gt);
+    st_vsn_fold fo = st_vsn_fold_at(in->fo, F, Dv);
+    st_vsn_fold_grads r = st_vsn_fold_grads_at(fr, F, Dv), rt = st_vsn_fold_grads_at(frt, F, Dv);
+    if (rc == ST_OK)
+        rc = st_cuda_vsn_backward_fused(R, F, Dv, in->s, in->s_stride, in->alpha, in->alpha_stride, in->dv,
+                                        in->dv_stride, in->dalpha, in->dalpha_stride, &w, &fo, &r, &gg, dlog, 1,
+                                        scratch, scratch_f, NULL, &taken);
+    if (rc == ST_OK && !taken)
+        fprintf(stderr, "the fused backward did not take the window call\n"), rc = ST_ERR_INTERNAL;
+    if (rc == ST_OK)
+        rc = st_cuda_vsn_backward_fused_table(R, in->count, in->src, F, Dv, in->s, in->s_stride, in->dT, &w, &fo, &rt,
+                                              &ggt, (double *)parts, parts_d, NULL);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (rc != ST_OK) fprintf(stderr, "GPU VSN fused backward failed: %s\n", st_last_error());
+    if (e != cudaSuccess) fprintf(stderr, "GPU VSN kernels failed: %s\n", cudaGetErrorString(e)), rc = ST_ERR_DEVICE;
+    if (rc == ST_OK) {
+        o->dlog = dev_download_new(dlog, (size_t)R * F), o->g = dev_download_new(g, k->L.total);
+        o->gt = dev_download_new(gt, k->L.total), o->fr = dev_download_new(fr, nfr),
+        o->frt = dev_download_new(frt, nfr);
+        o->dad = malloc(sizeof(double) * 2 * (size_t)R * F);
+        cudaMemcpy(o->dad, scratch, sizeof(double) * 2 * (size_t)R * F, cudaMemcpyDeviceToHost);
+        o->dsv = o->dad + (size_t)R * F; /* freed with dad */
+    }
+    float *all[] = {g, gt, fr, frt, dlog, scratch, parts};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]) dev_free(all[i]);
+    return rc;
+}
+
+static int btc_same(const vcase *k, size_t nfr, int R, const btc_out *a, const btc_out *b) {
+    const size_t RF = (size_t)R * k->F;
+    return !memcmp(a->dlog, b->dlog, sizeof(float) * RF) && !memcmp(a->dad, b->dad, sizeof(double) * 2 * RF) &&
+           !memcmp(a->g, b->g, sizeof(float) * k->L.total) && !memcmp(a->gt, b->gt, sizeof(float) * k->L.total) &&
+           !memcmp(a->fr, b->fr, sizeof(float) * nfr) && !memcmp(a->frt, b->frt, sizeof(float) * nfr);
+}
+
+/* n doubles as floats (new). */
+static float *btc_floats(const double *d, size_t n) {
+    float *f = alloc_f((long)n);
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)d[i];
+    return f;
+}
+
+static void btc_check(const char *label, const char *what, const float *gpu, const float *ref, const float *base,
+                      long n, double *worst) {
+    double e = check_tensor(label, what, gpu, ref, base, n, (int)n, BTC_BOUND, 1);
+    if (!(e <= *worst)) *worst = e;
+}
+
+/* The fused backward's products on the tensor cores in bf16 mode against
+ * the fp32 fused kernel, both calls (window rows: alpha, dv and dalpha at
+ * odd strides, s inside a NaN-padded row; the bar table: dT, source rows
+ * that repeat, a device count below the capacity). Runs, every output
+ * poisoned:
+ *   0  fp32 mode, the switch on     st_cuda_vsn_backward_fused_tc_takes = 0:
+ *   1  bf16 mode, the switch off    the fp32 kernel both times, the same bits;
+ *   2  bf16 mode, the switch on     takes = 1: the tensor-core kernel;
+ *   3  the same again               the same bits as 2.
+ * Run 2 against run 1 within BTC_BOUND (rel_err: norm of the difference
+ * over the reference's) on every output: dlog, dad, dsv, the increments of
+ * the four per-variable gradients (glu_w, fc2_w, fc2_b, ln_w) and of the
+ * five fold sums (gg, Q, Sx, q, X), in both calls; bf16 operands with fp32
+ * accumulation give ~3e-3..1e-2 there (the dh1 side through two bf16
+ * products); a swapped row or column of a fragment, a missed tile or a
+ * split counted twice give O(1). The other gradients keep their bits. A
+ * control: run 1's glu_w increments with each column pair swapped (one
+ * exchanged pair in a fragment) are further than 10 BTC_BOUND from run 2's. */
+static void test_backward_tc(const char *label, int rows, int F, int Dv, uint64_t seed) {
+    vcase k = make_case(label, 1, rows, F, 5, Dv, seed);
+    const int R = k.rows, P = F * Dv;
+    printf("%s: backward tensor-core products vs fp32, rows=%d F=%d Dv=%d\n", label, R, F, Dv);
+    btc_in in;
+    memset(&in, 0, sizeof in);
+    in.rows = R, in.F = F, in.Dv = Dv, in.n = R - R / 7;
+    in.s_stride = F + 3, in.alpha_stride = F + 2, in.dv_stride = Dv + 3, in.dalpha_stride = F + 1;
+    float *hs = nan_buffer((long)R * in.s_stride), *ha = nan_buffer((long)R * in.alpha_stride);
+    float *hdv = nan_buffer((long)R * in.dv_stride), *hda = nan_buffer((long)R * in.dalpha_stride);
+    float *al = host_randn_scaled((size_t)R * F, 1.0f, seed, 7), *dT = host_randn_scaled((size_t)R * P, 1.0f, seed, 8);
+    for (long i = 0; i < (long)R * F; i++)
+        al[i] = fabsf(al[i]) / (float)F; /* softmax-like weights */
+    put_rows(hs, in.s_stride, k.s, R, F), put_rows(ha, in.alpha_stride, al, R, F);
+    put_rows(hdv, in.dv_stride, k.dv, R, Dv), put_rows(hda, in.dalpha_stride, k.dalpha, R, F);
+    int *src = malloc(sizeof(int) * (size_t)R);
+    for (int b = 0; b < R; b++)
+        src[b] = (int)(((long)b * 7919 + 13) % R); /* some rows twice, some not at all */
+    in.p = dev_upload(k.p, k.L.total), in.fo = dev_poisoned(st_vsn_fold_count(F, Dv));
+    in.s = dev_upload(hs, (size_t)R * in.s_stride), in.alpha = dev_upload(ha, (size_t)R * in.alpha_stride);
+    in.dv = dev_upload(hdv, (size_t)R * in.dv_stride), in.dalpha = dev_upload(hda, (size_t)R * in.dalpha_stride);
+    in.dT = dev_upload(dT, (size_t)R * P), in.src = dev_bytes(src, sizeof(int) * (size_t)R);
+    in.count = dev_bytes(&in.n, sizeof(int));
+    const size_t nfr = st_vsn_fold_grads_count(F, Dv);
+    float *fr0 = host_randn_scaled(nfr, 1.0f, seed, 9);
+    free(hs), free(ha), free(hdv), free(hda), free(al), free(dT), free(src);
+    int rc = in.p && in.fo && in.s && in.alpha && in.dv && in.dalpha && in.dT && in.src && in.count && fr0
+                 ? ST_OK
+                 : ST_ERR_DEVICE;
+    if (rc == ST_OK) {
+        st_vsn_weights w = vsn_bind_w(&k.L, in.p);
+        st_vsn_fold fo = st_vsn_fold_at(in.fo, F, Dv);
+        rc = st_cuda_vsn_fold(F, Dv, &w, &fo, NULL);
+    }
+    btc_out o[BTC_RUNS];
+    memset(o, 0, sizeof o);
+    static const int bf16[BTC_RUNS] = {0, 1, 1, 1}, tc[BTC_RUNS] = {1, 0, 1, 1};
+    for (int u = 0; u < BTC_RUNS && rc == ST_OK; u++) {
+        st_cuda_set_matmul_precision(bf16[u] ? ST_MATMUL_BF16 : ST_MATMUL_FP32);
+        st_cuda_vsn_set_fused_backward_tc(tc[u]);
+        const int takes = st_cuda_vsn_backward_fused_tc_takes(Dv);
+        CHECK(takes == (bf16[u] && tc[u]),
+              "%s: run %d: st_cuda_vsn_backward_fused_tc_takes(%d) = %d (bf16 %d, switch %d)", label, u, Dv, takes,
+              bf16[u], tc[u]);
+        rc = btc_run(&k, &in, fr0, nfr, &o[u]);
+    }
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    st_cuda_vsn_set_fused_backward_tc(0);
+    CHECK(rc == ST_OK, "%s: a GPU run failed (message above)", label);
+    if (rc == ST_OK) {
+        CHECK(btc_same(&k, nfr, R, &o[0], &o[1]), "%s: the fp32 kernel's bits differ with the switch off in bf16 mode",
+              label);
+        CHECK(btc_same(&k, nfr, R, &o[2], &o[3]), "%s: two tensor-core runs differ (not deterministic)", label);
+        const btc_out *t = &o[2], *b = &o[1];
+        double worst = 0;
+        char name[96];
+        btc_check(label, "dlog", t->dlog, b->dlog, NULL, (long)R * F, &worst);
+        float *ft = btc_floats(t->dad, 2 * (size_t)R * F), *fb = btc_floats(b->dad, 2 * (size_t)R * F);
+        btc_check(label, "dalpha_j (dad)", ft, fb, NULL, (long)R * F, &worst);
+        btc_check(label, "ds part (dsv)", ft + (size_t)R * F, fb + (size_t)R * F, NULL, (long)R * F, &worst);
+        free(ft), free(fb);
+        static const char *grads[4] = {"vsn.var.glu_w", "vsn.var.fc2_w", "vsn.var.fc2_b", "vsn.var.ln_w"};
+        int unchanged = 1;
+        for (int i = 0; i < VSN_NT; i++) {
+            const vsn_tensor *te = &k.L.t[i];
+            const size_t off = k.L.off[i], n = (size_t)te->rows * te->cols;
+            int ours = 0;
+            for (int m = 0; m < 4; m++)
+                ours |= !strcmp(te->name, grads[m]);
+            if (!ours) {
+                unchanged &= !memcmp(t->g + off, k.g0 + off, sizeof(float) * n) &&
+                             !memcmp(t->gt + off, k.g0 + off, sizeof(float) * n);
+                continue;
+            }
+            snprintf(name, sizeof name, "%s (window rows)", te->name);
+            btc_check(label, name, t->g + off, b->g + off, k.g0 + off, (long)n, &worst);
+            snprintf(name, sizeof name, "%s (bar table)", te->name);
+            btc_check(label, name, t->gt + off, b->gt + off, k.g0 + off, (long)n, &worst);
+        }
+        CHECK(unchanged, "%s: the tensor-core kernel changed a gradient it does not own", label);
+        {
+            float *base = fr0; /* the fold sums' offsets in their buffer */
+            st_vsn_fold_grads r = st_vsn_fold_grads_at(base, F, Dv);
+            const struct {
+                const char *name;
+                const float *at;
+                long n;
+            } sums[5] = {{"gg", r.gg, 2 * P}, {"Q", r.Q, P}, {"Sx", r.Sx, P}, {"q", r.q, P}, {"X", r.X, P}};
+            for (int m = 0; m < 5; m++) {
+                const size_t off = (size_t)(sums[m].at - base);
+                snprintf(name, sizeof name, "fold %s (window rows)", sums[m].name);
+                btc_check(label, name, t->fr + off, b->fr + off, fr0 + off, sums[m].n, &worst);
+                snprintf(name, sizeof name, "fold %s (bar table)", sums[m].name);
+                btc_check(label, name, t->frt + off, b->frt + off, fr0 + off, sums[m].n, &worst);
+            }
+        }
+        printf("  %-52s rel err %.3e (bound %.0e)\n", "worst of the above", worst, BTC_BOUND);
+        /* the control: the reference's glu_w increments, column pairs swapped */
+        for (int i = 0; i < VSN_NT; i++) {
+            if (strcmp(k.L.t[i].name, "vsn.var.glu_w")) continue;
+            const size_t off = k.L.off[i], n = (size_t)k.L.t[i].rows * k.L.t[i].cols;
+            float *inc = alloc_f((long)n), *sw = alloc_f((long)n);
+            for (size_t e = 0; e < n; e++)
+                inc[e] = t->g[off + e] - k.g0[off + e], sw[e] = b->g[off + (e ^ 1)] - k.g0[off + (e ^ 1)];
+            const double ectl = rel_err(inc, sw, n);
+            printf("  %-52s rel err %.3e (must exceed %.0e)\n", "  control: glu_w pairs swapped", ectl, 10 * BTC_BOUND);
+            CHECK(ectl > 10 * BTC_BOUND, "%s: a swapped pair gives only %.3e: the bound cannot see a fragment error",
+                  label, ectl);
+            free(inc), free(sw);
+        }
+    }
+    for (int u = 0; u < BTC_RUNS; u++)
+        btc_out_free(&o[u]);
+    free(fr0);
+    void *all[] = {in.p, in.fo, in.s, in.alpha, in.dv, in.dalpha, in.dT, in.src, in.count};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]) dev_free(all[i]);
+    free_case(&k);
+}
+
 /* Sizes the kernels cannot take come back as ST_ERR_INPUT, not a crash. */
 static void test_bad_sizes(void) {
     int rc = st_cuda_vsn_forward(4, 0, 3, 8, NULL, 0, NULL, 0, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL);
@@ -788,6 +1012,21 @@ static void run_all(void) {
     test_fused_tc("tc Dv=16 F=37, 1,100 rows", 1100, 37, 11, 16, 0xC0DA18);
     st_cuda_set_matmul_precision(ST_MATMUL_BF16);
     CHECK(!st_cuda_vsn_fused_tc_takes(8), "Dv = 8 takes the tensor-core kernel (it has no tile for it)");
+    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
+    /* the backward's tensor-core products (bf16 mode): one row, odd counts ending in a partial
+     * 128-row tile, F not a multiple of anything, and more tiles than the 32 row splits (4,500 rows
+     * at Dv = 32, 9,000 at 16: a block walks several tiles, both staging buffers); Dv = 8 keeps the
+     * fp32 kernel */
+    test_backward_tc("btc Dv=32 F=37, 1 row", 1, 37, 32, 0xC0DA19);
+    test_backward_tc("btc Dv=32 F=37, 1,037 rows", 1037, 37, 32, 0xC0DA1A);
+    test_backward_tc("btc Dv=32 F=13, 4,500 rows", 4500, 13, 32, 0xC0DA1B);
+    test_backward_tc("btc Dv=16 F=13, 45 rows", 45, 13, 16, 0xC0DA1C);
+    test_backward_tc("btc Dv=16 F=37, 1,100 rows", 1100, 37, 16, 0xC0DA1D);
+    test_backward_tc("btc Dv=16 F=7, 9,000 rows", 9000, 7, 16, 0xC0DA1E);
+    st_cuda_set_matmul_precision(ST_MATMUL_BF16);
+    st_cuda_vsn_set_fused_backward_tc(1);
+    CHECK(!st_cuda_vsn_backward_fused_tc_takes(8), "Dv = 8 takes the backward's tensor-core kernel");
+    st_cuda_vsn_set_fused_backward_tc(0);
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
     test_bad_sizes();
 }

@@ -69,8 +69,8 @@ static const st_flag flags[] = {
                              "kernel then the parameter sums' (0)"},
     {"dw-lt", "0|1", "train, e2e: the weight gradients' products through cublasLt without a split-K reduction "
                      "kernel where it offers one (1), or cuBLAS's choice (0, default)"},
-    {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1) or as fp32 "
-                          "FMAs (0, default)"},
+    {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1, default) or as "
+                          "fp32 FMAs (0)"},
     {"segment", "S", "train, e2e: each minibatch as segments of S consecutive rollout steps of one environment "
                      "(the trainer's --segment; default: its default); train draws its windows so"},
     {"json", "FILE", "write every number with its configuration to FILE"},
@@ -189,7 +189,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
     ST_TRY(positive(a, "dw-lt", 0, 0, 1, &o->dw_lt));
-    ST_TRY(st_args_int(a, "vsn-bwd-tc", 0, &o->vsn_bwd_tc));
+    ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
                o->vsn_bwd_tc);
     st_train_config tc; /* the trainer's defaults: the minibatch's segments and the episode length */

@@ -84,8 +84,8 @@ void st_cuda_vsn_set_fused_backward(int on);
  * 32, both calls above (window rows and the bar table) may run the
  * kernel's products on the tensor cores (model/vsn_backward_fused_tc.cu:
  * bf16 operands, fp32 accumulation, the same outputs' layout and the same
- * finishing kernels). 1: where st_cuda_vsn_backward_fused_tc_takes(Dv);
- * 0 (the default): the fp32 kernel always. Process-wide, read when a
+ * finishing kernels). 1 (the default): where st_cuda_vsn_backward_fused_tc_takes(Dv);
+ * 0: the fp32 kernel always. Process-wide, read when a
  * backward is enqueued. */
 void st_cuda_vsn_set_fused_backward_tc(int on);
 

@@ -84,7 +84,7 @@ extern "C" {
 #include "cuda/vsn_backward_fused_cuda.h"
 }
 
-static int bwd_tc_on = 0; /* st_cuda_vsn_set_fused_backward_tc */
+static int bwd_tc_on = 1; /* st_cuda_vsn_set_fused_backward_tc */
 extern "C" void st_cuda_vsn_set_fused_backward_tc(int on) { bwd_tc_on = on != 0; }
 
 extern "C" int st_cuda_vsn_backward_fused_tc_takes(int Dv) {

@@ -732,7 +732,7 @@ typedef struct {
 } btc_out;
 
 static void btc_out_free(btc_out *o) {
-    free(o->dlog), free(o->g), free(o->fr), free(o->gt), free(o->frt), free(o->dad), free(o->dsv);
+    free(o->dlog), free(o->g), free(o->fr), free(o->gt), free(o->frt), free(o->dad); /* dsv lies in dad */
 }
 
 /* Device inputs of the test (freed together). */
@@ -746,7 +746,9 @@ typedef struct {
  * (dlog, the scratch, the partials) or fresh (g from g0, fr from fr0). */
 static int btc_run(const vcase *k, const btc_in *in, const float *fr0, size_t nfr, btc_out *o) {
     const int R = in->rows, F = in->F, Dv = in->Dv;
-    const size_t scratch_f = 6 * (size_t)R * F * Dv, parts_d = st_cuda_vsn_backward_fused_table_doubles(R, F, Dv);
+    /* the window call's scratch: dad, dsv and its splits' partials (a split a tile: as many as the table's) */
+    const size_t parts_d = st_cuda_vsn_backward_fused_table_doubles(R, F, Dv),
+                 scratch_f = 6 * (size_t)R * F * Dv + 2 * parts_d;
     memset(o, 0, sizeof *o);
     float *g = dev_upload(k->g0, k->L.total), *gt = dev_upload(k->g0, k->L.total);
     float *fr = dev_upload(fr0, nfr), *frt = dev_upload(fr0, nfr), *dlog = dev_poisoned((size_t)R * F);

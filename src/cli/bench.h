@@ -57,8 +57,6 @@ typedef struct {
                            * st_cuda_rowsplit_set_tickets */
     int ln_fused_grad;    /* the LayerNorm backward's dx, dw, db in one pass (1) or two kernels (0):
                            * st_cuda_layernorm_set_fused_grad */
-    int dw_lt;            /* the weight gradients' products through cublasLt without a split-K reduction
-                           * kernel (1) or cuBLAS's choice (0): st_cuda_gemm_set_dw_lt */
     int vsn_bwd_tc;    /* bf16: the VSN backward on the tensor cores (1) or fp32 (0): st_cuda_vsn_set_fused_backward_tc */
     int segment;        /* train and e2e: a minibatch's windows as segments of this many consecutive steps of one
                          * environment (the trainer's --segment; default: its default) */

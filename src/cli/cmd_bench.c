@@ -19,7 +19,7 @@
 #include "train/train_config.h"
 #ifdef ST_HAVE_CUDA
 #include "cuda/layernorm_cuda.h" /* st_cuda_layernorm_set_fused_grad */
-#include "cuda/linear_cuda.h"    /* st_cuda_rowsplit_set_tickets, st_cuda_gemm_set_dw_lt */
+#include "cuda/linear_cuda.h"    /* st_cuda_rowsplit_set_tickets */
 #include "cuda/model_cuda.h"     /* st_cuda_model_set_train_table, _set_last_row_tail */
 #include "cuda/ssd_cuda.h"       /* st_cuda_ssd_set_scan_quad_backward, _backward_mma, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
@@ -67,8 +67,6 @@ static const st_flag flags[] = {
                                 "finish kernel each (0)"},
     {"ln-fused-grad", "0|1", "train, e2e: the LayerNorm backward's dx, dw and db in one pass (1, default) or the dx "
                              "kernel then the parameter sums' (0)"},
-    {"dw-lt", "0|1", "train, e2e: the weight gradients' products through cublasLt without a split-K reduction "
-                     "kernel where it offers one (1), or cuBLAS's choice (0, default)"},
     {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1, default) or as "
                           "fp32 FMAs (0)"},
     {"segment", "S", "train, e2e: each minibatch as segments of S consecutive rollout steps of one environment "
@@ -188,7 +186,6 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
     ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
-    ST_TRY(positive(a, "dw-lt", 0, 0, 1, &o->dw_lt));
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
                o->vsn_bwd_tc);
@@ -252,7 +249,6 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
     cJSON_AddNumberToObject(root, "rowsplit_tickets", o->rowsplit_tickets);
     cJSON_AddNumberToObject(root, "ln_fused_grad", o->ln_fused_grad);
-    cJSON_AddNumberToObject(root, "dw_lt", o->dw_lt);
     cJSON_AddNumberToObject(root, "vsn_bwd_tc", o->vsn_bwd_tc);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
@@ -332,7 +328,6 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_vsn_set_fused_tc(o.vsn_tc);
         st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);
         st_cuda_layernorm_set_fused_grad(o.ln_fused_grad);
-        st_cuda_gemm_set_dw_lt(o.dw_lt);
         st_cuda_vsn_set_fused_backward_tc(o.vsn_bwd_tc);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "

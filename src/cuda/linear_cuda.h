@@ -30,17 +30,6 @@
 int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc, void *stream);
 
-/* The weight gradients' products (trans_a set, trans_b not, K >= 8,192:
- * dW += dy^T x over many rows) through cublasLt with no split-K reduction
- * kernel (the K parts added in place, in an order fixed by cuBLAS's
- * counters: deterministic), where its heuristic offers such an algorithm:
- * 1 on, 0 (the default) the cuBLAS call as before. Other kernels, so other
- * bits (fp32 or bf16 rounding apart). _takes: whether a product with
- * these arguments would go that way now. */
-void st_cuda_gemm_set_dw_lt(int on);
-int st_cuda_gemm_dw_lt_takes(int M, int N, int Kd, const float *A, int lda, const float *B, int ldb, float *C, int ldc,
-                             void *stream);
-
 /* batch products C_i = alpha op(A_i) op(B_i) + beta C_i, i < batch, with
  * A_i = A + i stride_a (and so B_i, C_i; strides in elements): the
  * stacked per-variable GRNs of the VSN as one call (cuBLAS strided batched).

@@ -136,13 +136,6 @@ static int blas_of_device(cudaStream_t stream, st_blas **out) {
     return ST_OK;
 }
 
-/* The same with the device's number. */
-static int blas_of_device_n(cudaStream_t stream, st_blas **out, int *dev) {
-    ST_TRY(blas_of_device(stream, out));
-    ST_CUDA_TRY(cudaGetDevice(dev));
-    return ST_OK;
-}
-
 /* The current device's handle, bound to stream and to its own workspace. */
 static int blas_handle(cudaStream_t stream, cublasHandle_t *out) {
     st_blas *b = NULL;
@@ -163,11 +156,6 @@ static __global__ void scale_rows_kernel(int M, int N, float beta, float *C, int
     *c = beta == 0.0f ? 0.0f : beta * *c;
 }
 
-/* The weight gradients' products through cublasLt without a split-K
- * reduction kernel (below, st_cuda_gemm_set_dw_lt): *done = 1 when taken. */
-static int lt_dw_gemm(int M, int N, int Kd, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                      float *C, int ldc, cudaStream_t stream, int take, int *done);
-
 extern "C" int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
@@ -176,11 +164,6 @@ extern "C" int st_cuda_gemm(int trans_a, int trans_b, int M, int N, int Kd, floa
         scale_rows_kernel<<<blocks_for((long)M * N, 256), 256, 0, s>>>(M, N, beta, C, ldc);
         ST_CUDA_LAUNCHED();
         return ST_OK;
-    }
-    if (trans_a && !trans_b) { /* dW = dy^T x: the weight gradients, K = rows */
-        int done = 0;
-        ST_TRY(lt_dw_gemm(M, N, Kd, alpha, A, lda, B, ldb, beta, C, ldc, s, 1, &done));
-        if (done) return ST_OK;
     }
     cublasHandle_t h = NULL;
     ST_TRY(blas_handle(s, &h));
@@ -289,52 +272,6 @@ static int lt_align(const void *p, int stride) {
     return (a & 15) == 0 ? 16 : (a & 7) == 0 ? 8 : 4;
 }
 
-/* The heuristic's first algorithm for op over layouts A, B, C, D (alignments
- * in bytes of each), within the handle's workspace; no_reduce: only
- * algorithms without a separate split-K reduction kernel (a single K part,
- * or the parts added in place in D, in an order the counters fix). *ok = 0
- * when cublasLt offers none (not an error: the caller's other way runs). */
-static int lt_pick(cublasLtHandle_t lt, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
-                   cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, int align_a, int align_b, int align_c,
-                   int align_d, int no_reduce, cublasLtMatmulAlgo_t *algo, int *ok) {
-    cublasLtMatmulPreference_t pref = NULL;
-    ST_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t wsb = ST_BLAS_WORKSPACE_BYTES;
-    const uint32_t aa = (uint32_t)align_a, ab = (uint32_t)align_b, ac = (uint32_t)align_c, ad = (uint32_t)align_d;
-    const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_INPLACE; /* no_reduce: in place (or none) */
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
-                                                            sizeof wsb);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad);
-    if (s == CUBLAS_STATUS_SUCCESS && no_reduce)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulAlgoGetHeuristic(lt, op, A, B, C, D, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    *ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
-    if (*ok && no_reduce) { /* the mask is a preference: check what came back */
-        int32_t splits = 1;
-        uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-        size_t got = 0;
-        if (cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits,
-                                                 &got) != CUBLAS_STATUS_SUCCESS ||
-            cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                                 sizeof scheme, &got) != CUBLAS_STATUS_SUCCESS)
-            *ok = 0;
-        else if (splits > 1 && scheme != CUBLASLT_REDUCTION_SCHEME_NONE && scheme != CUBLASLT_REDUCTION_SCHEME_INPLACE)
-            *ok = 0;
-    }
-    if (*ok) *algo = res.algo;
-    return ST_OK;
-}
-
 /* The descriptors and algorithm of plan p (its key fields set), ok = 0 where cublasLt offers none.
  * Column-major, as cuBLAS sees the row-major operands: D [out, rows] = W^T' x' (+ C), W' = W read
  * column-major [in, out] (ld in, transposed), x' [in, rows] (ld xs), C [out, rows] (ld ys for the
@@ -353,8 +290,31 @@ static int lt_plan_make(cublasLtHandle_t lt, const float *bias, lt_plan *p) {
     ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->B, CUDA_R_32F, p->in, p->rows, p->xs));
     ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->C, CUDA_R_32F, p->out, p->rows, p->rs));
     ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->D, CUDA_R_32F, p->out, p->rows, p->ys));
-    return lt_pick(lt, p->op, p->A, p->B, p->C, p->D, p->aw, p->ax, p->ar, p->ay, 0, &p->algo, &p->ok);
+    cublasLtMatmulPreference_t pref = NULL;
+    ST_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t wsb = ST_BLAS_WORKSPACE_BYTES;
+    const uint32_t aa = (uint32_t)p->aw, ab = (uint32_t)p->ax, ac = (uint32_t)p->ar, ad = (uint32_t)p->ay;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                                            sizeof wsb);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ad, sizeof ad);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->A, p->B, p->C, p->D, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    /* no algorithm for this shape is not an error: the old way runs it */
+    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS;
+    if (p->ok) p->algo = res.algo;
+    return ST_OK;
 }
+
 /* The plan for this call (kind LT_BIAS: c is the bias; LT_RES: c is res,
  * row stride cs), made on first use; NULL: the old way. */
 static int lt_plan_for(int kind, int rows, int in, int out, const float *x, int x_stride, const float *W,
@@ -363,8 +323,9 @@ static int lt_plan_for(int kind, int rows, int in, int out, const float *x, int 
     if (kind == LT_BIAS && (!lt_bias_on || !c || ((uintptr_t)c & 15) != 0)) return ST_OK;
     if (kind == LT_RES && !lt_res_on) return ST_OK;
     st_blas *bl = NULL;
+    ST_TRY(blas_of_device(stream, &bl));
     int dev = 0;
-    ST_TRY(blas_of_device_n(stream, &bl, &dev));
+    ST_CUDA_TRY(cudaGetDevice(&dev));
     lt_plan key;
     memset(&key, 0, sizeof key);
     key.used = 1, key.kind = kind, key.dev = dev, key.rows = rows, key.in = in, key.out = out, key.xs = x_stride;
@@ -427,97 +388,6 @@ extern "C" int st_cuda_linear_forward(int rows, int in, int out, const float *x,
         ST_CUDA_LAUNCHED();
     }
     return st_cuda_gemm(0, 1, rows, out, in, 1.0f, x, x_stride, W, in, b ? 1.0f : 0.0f, y, y_stride, stream);
-}
-
-/* ---- the weight gradients without a split-K reduction kernel (cublasLt) -----
- * dW [M, N] += dy^T x over K = rows (131,072 in training at 2,048 windows):
- * a small result over a long K, which cuBLAS's heuristic runs as split-K
- * with a separate reduction (cublasLt::splitKreduce_kernel, 16 launches a
- * training step, ~8 us each in ncu). Here, switched on, the same product
- * goes through cublasLt with the reduction schemes restricted to in place
- * (the K parts added in D itself, their order fixed by counters in the
- * workspace: deterministic) or none; where the heuristic offers no such
- * algorithm, the cuBLAS call as before. Same compute type as st_cuda_gemm
- * (32F, or 32F_FAST_16BF in bf16 mode); other kernels, so other bits
- * (within fp32 or bf16 rounding). Column-major, as cuBLAS sees it: C^T [N,
- * M] = B' [N, K] (B read column-major, ld ldb, not transposed) times A'^T
- * (A' [M, K] column-major, ld lda, transposed). Plans as the bias's: made
- * on first use, kept for the process, not guarded for concurrent use. */
-enum { LT_DW_PLANS = 64, LT_DW_MIN_K = 8192 };
-typedef struct {
-    int used, ok, dev, M, N, Kd, lda, ldb, ldc, mode, aa, ab, ac;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t A, B, C;
-    cublasLtMatmulAlgo_t algo;
-    st_blas *bl;
-} lt_dw_plan;
-static lt_dw_plan lt_dw_plans[LT_DW_PLANS];
-static int lt_dw_on = 0;
-
-extern "C" void st_cuda_gemm_set_dw_lt(int on) { lt_dw_on = on != 0; }
-
-static int lt_dw_plan_make(lt_dw_plan *p) {
-    const cublasComputeType_t ct = p->mode == ST_MATMUL_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
-    const cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_T;
-    ST_CUBLAS_TRY(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
-    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    ST_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->A, CUDA_R_32F, p->N, p->Kd, p->ldb)); /* B' */
-    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->B, CUDA_R_32F, p->M, p->Kd, p->lda)); /* A', transposed */
-    ST_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->C, CUDA_R_32F, p->N, p->M, p->ldc));  /* C^T, also D */
-    return lt_pick(p->bl->lt, p->op, p->A, p->B, p->C, p->C, p->ab, p->aa, p->ac, p->ac, 1, &p->algo, &p->ok);
-}
-
-/* The plan for this product (made on first use), NULL: the cuBLAS call. */
-static int lt_dw_plan_for(int M, int N, int Kd, const float *A, int lda, const float *B, int ldb, const float *C,
-                          int ldc, cudaStream_t stream, lt_dw_plan **out) {
-    *out = NULL;
-    if (!lt_dw_on || Kd < LT_DW_MIN_K) return ST_OK;
-    st_blas *bl = NULL;
-    int dev = 0;
-    ST_TRY(blas_of_device_n(stream, &bl, &dev));
-    lt_dw_plan key;
-    memset(&key, 0, sizeof key);
-    key.used = 1, key.dev = dev, key.M = M, key.N = N, key.Kd = Kd, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
-    key.mode = (int)st_matmul_mode, key.aa = lt_align(A, lda), key.ab = lt_align(B, ldb), key.ac = lt_align(C, ldc);
-    for (int i = 0; i < LT_DW_PLANS; i++) {
-        lt_dw_plan *p = &lt_dw_plans[i];
-        if (!p->used) {
-            *p = key;
-            p->bl = bl;
-            ST_TRY(lt_dw_plan_make(p));
-            *out = p->ok ? p : NULL;
-            return ST_OK;
-        }
-        if (p->dev == dev && p->M == M && p->N == N && p->Kd == Kd && p->lda == lda && p->ldb == ldb &&
-            p->ldc == ldc && p->mode == key.mode && p->aa == key.aa && p->ab == key.ab && p->ac == key.ac) {
-            *out = p->ok ? p : NULL;
-            return ST_OK;
-        }
-    }
-    return ST_OK; /* every slot taken: the cuBLAS call */
-}
-
-/* take 0: only whether it would be taken (st_cuda_gemm_dw_lt_takes). */
-static int lt_dw_gemm(int M, int N, int Kd, float alpha, const float *A, int lda, const float *B, int ldb, float beta,
-                      float *C, int ldc, cudaStream_t stream, int take, int *done) {
-    *done = 0;
-    lt_dw_plan *p = NULL;
-    ST_TRY(lt_dw_plan_for(M, N, Kd, A, lda, B, ldb, C, ldc, stream, &p));
-    if (!p) return ST_OK;
-    if (take)
-        ST_CUBLAS_TRY(cublasLtMatmul(p->bl->lt, p->op, &alpha, B, p->A, A, p->B, &beta, C, p->C, C, p->C, &p->algo,
-                                     p->bl->workspace, ST_BLAS_WORKSPACE_BYTES, stream));
-    *done = 1;
-    return ST_OK;
-}
-
-extern "C" int st_cuda_gemm_dw_lt_takes(int M, int N, int Kd, const float *A, int lda, const float *B, int ldb,
-                                        float *C, int ldc, void *stream) {
-    int done = 0;
-    if (M <= 0 || N <= 0 || Kd <= 0) return 0;
-    if (lt_dw_gemm(M, N, Kd, 1.0f, A, lda, B, ldb, 1.0f, C, ldc, (cudaStream_t)stream, 0, &done) != ST_OK) return 0;
-    return done;
 }
 
 /* ---- the residual as the product's C (cublasLt, C != D) -------------------------

@@ -27,10 +27,6 @@
  * tickets, check_colsum_tickets) against the finish kernel, bit for bit,
  * and against a float64 sum, with the op run twice and replayed twice
  * from a CUDA graph (the counters must be back at zero every time).
- * The weight gradients' cublasLt products without a split-K reduction
- * kernel (check_dw_lt, switched on for the check): against a float64
- * product, twice and as two graph replays with the same bits, beta = 0 over
- * a poisoned C and beta = 1 over random values, C's padding untouched.
  * CUDA graphs, in both precisions: the forward and backward of three
  * layers captured on a created stream, replayed on fresh inputs copied into
  * the same buffers, equal bit for bit the same calls made directly; the
@@ -675,86 +671,6 @@ static void check_colsum_tickets(int rows, int cols, int pad, uint64_t seed) {
     free(hx), free(hs0), free(ref), dev_free(x), dev_free(sum);
 }
 
-/* C [M, N] (=|+=, beta 0 or 1) alpha A^T B over K rows (A [K, M], B [K, N],
- * row-major, padded), the dW product, with st_cuda_gemm_set_dw_lt on: the
- * cuBLAS way (off) and the cublasLt way (on, twice, then two replays of a
- * captured graph) against float64 within 1e-4 (fp32) or 2e-2 (bf16) of the
- * product term; the Lt runs the same bits as each other; padding kept. */
-static void check_dw_lt(st_matmul_precision prec, int M, int N, int K, float beta, uint64_t seed) {
-    const int lda = M + 3, ldb = N + 1, ldc = N + 2;
-    const size_t nc = (size_t)M * ldc;
-    float *hA = host_rows(K, M, lda, 1.0f, seed, 1), *hB = host_rows(K, N, ldb, 1.0f, seed, 2);
-    float *hC0 = beta != 0 ? host_rows(M, N, ldc, 1.0f, seed, 3) : host_poisoned(nc);
-    if (beta == 0) /* poison everywhere, the padding too: beta = 0 must not read C */
-        for (size_t i = 0; i < nc; i++)
-            hC0[i] = poison();
-    const float alpha = 0.75f;
-    double *ref = malloc(sizeof(double) * (size_t)M * N), *init = malloc(sizeof(double) * (size_t)M * N);
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double acc = 0;
-            for (int k = 0; k < K; k++)
-                acc += (double)hA[(size_t)k * lda + m] * hB[(size_t)k * ldb + n];
-            init[(size_t)m * N + n] = beta != 0 ? hC0[(size_t)m * ldc + n] : 0;
-            ref[(size_t)m * N + n] = alpha * acc + init[(size_t)m * N + n];
-        }
-    float *A = dev_upload(hA, (size_t)K * lda), *B = dev_upload(hB, (size_t)K * ldb), *C = dev_upload(hC0, nc);
-    cudaStream_t s = NULL;
-    CHECK(cudaDeviceSynchronize() == cudaSuccess && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess,
-          "dW lt: stream"); /* the uploads done before the non-blocking stream */
-    st_cuda_set_matmul_precision(prec);
-    const char *bf = prec == ST_MATMUL_BF16 ? "bf16" : "fp32";
-    float *h[5]; /* 0 cuBLAS; 1, 2 cublasLt; 3, 4 graph replays */
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    int takes = 0;
-    for (int k = 0; k < 5; k++) {
-        st_cuda_gemm_set_dw_lt(k != 0);
-        if (k == 1) takes = st_cuda_gemm_dw_lt_takes(M, N, K, A, lda, B, ldb, C, ldc, s);
-        cudaMemcpyAsync(C, hC0, sizeof(float) * nc, cudaMemcpyHostToDevice, s);
-        int rc = ST_OK;
-        if (k < 3) {
-            rc = st_cuda_gemm(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, s);
-        } else {
-            if (!exec) {
-                CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess, "dW lt: capture");
-                rc = st_cuda_gemm(1, 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, s);
-                cudaError_t e = cudaStreamEndCapture(s, &graph);
-                CHECK(e == cudaSuccess && graph, "dW lt: end capture: %s", cudaGetErrorString(e));
-                if (graph) CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec, "dW lt: instantiate");
-            }
-            if (exec) CHECK(cudaGraphLaunch(exec, s) == cudaSuccess, "dW lt: replay");
-        }
-        CHECK(rc == ST_OK, "%s dW lt: run %d: %s", bf, k, st_last_error());
-        CHECK(cudaStreamSynchronize(s) == cudaSuccess, "%s dW lt: run %d failed: %s", bf, k,
-              cudaGetErrorString(cudaGetLastError()));
-        h[k] = dev_download_new(C, nc);
-    }
-    st_cuda_gemm_set_dw_lt(0);
-    st_cuda_set_matmul_precision(ST_MATMUL_FP32);
-    printf("%s dW %dx%d over %d rows, beta %g: cublasLt without a reduction kernel %s\n", bf, M, N, K, beta,
-           takes ? "taken" : "not offered (the cuBLAS call)");
-    /* fp32: the gradients' 1e-4 (a K of 131,072 summed in fp32 by however few K parts the kernel takes) */
-    const double bound = prec == ST_MATMUL_BF16 ? BF16_BOUND : 1e-4;
-    for (int k = 0; k < 2; k++) {
-        char what[128];
-        snprintf(what, sizeof what, "%s dW %dx%dx%d %s", bf, M, N, K, k ? "cublasLt" : "cuBLAS");
-        const double e = rel_err_f64(what, h[k], ldc, ref, init, M, N);
-        printf("  %-36s rel err %.3e (bound %.0e)\n", what, e, bound);
-        CHECK(e <= bound, "%s: rel err %.3e > %.0e", what, e, bound);
-        CHECK(gap_written(h[k], M, N, ldc) == 0, "%s: C's padding written", what);
-    }
-    for (int k = 2; k < 5; k++)
-        CHECK(same_bits(h[1], h[k], nc), "%s dW %dx%dx%d: cublasLt run %d (%s) differs from the first", bf, M, N, K,
-              k, k == 2 ? "again" : "graph replay");
-    for (int k = 0; k < 5; k++)
-        free(h[k]);
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
-    dev_free(A), dev_free(B), dev_free(C);
-    free(hA), free(hB), free(hC0), free(ref), free(init);
-}
 #endif
 
 int main(void) {
@@ -799,12 +715,6 @@ int main(void) {
         check_res_lt(prec, 4096, 256, 128, 0, 1, 94); /* out_proj at 64 windows */
         check_res_lt(prec, 64, 256, 128, 0, 1, 95);   /* few rows */
         check_res_lt(prec, 70, 17, 30, 1, 0, 96);     /* padded, 4-byte aligned rows */
-    }
-    for (int p = 0; p < 2; p++) {
-        const st_matmul_precision prec = p ? ST_MATMUL_BF16 : ST_MATMUL_FP32;
-        check_dw_lt(prec, 40, 40, 131072, 1.0f, 100); /* the selection GRN's at 2,048 windows */
-        check_dw_lt(prec, 128, 256, 32768, 1.0f, 101); /* out_proj's shape over 512 windows */
-        check_dw_lt(prec, 37, 11, 9001, 0.0f, 102);    /* odd, beta = 0 over poison */
     }
     check_colsum_tickets(131072, 40, 0, 97); /* F at 2,048 windows: 64 splits, 2 column tiles */
     check_colsum_tickets(70001, 300, 3, 98); /* 64 splits, the last short; 10 tiles, the last partial */

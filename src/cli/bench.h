@@ -58,6 +58,8 @@ typedef struct {
     int ln_fused_grad;    /* the LayerNorm backward's dx, dw, db in one pass (1) or two kernels (0):
                            * st_cuda_layernorm_set_fused_grad */
     int vsn_bwd_tc;    /* bf16: the VSN backward on the tensor cores (1) or fp32 (0): st_cuda_vsn_set_fused_backward_tc */
+    int vsn_fill_j;    /* bf16: the bar table's fill a block per (variable, row split) (1) or per rows (0):
+                        * st_cuda_vsn_set_table_fill_j */
     int segment;        /* train and e2e: a minibatch's windows as segments of this many consecutive steps of one
                          * environment (the trainer's --segment; default: its default) */
     int episode_length; /* train: the episode length H of the segments' draw (the trainer's default) */

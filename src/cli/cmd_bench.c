@@ -24,7 +24,7 @@
 #include "cuda/ssd_cuda.h"       /* st_cuda_ssd_set_scan_quad_backward, _backward_mma, _set_scan_tc_quad */
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_backward_fused_cuda.h" /* st_cuda_vsn_set_fused_backward_tc */
-#include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc */
+#include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc, _set_table_fill_j */
 #endif
 
 static const st_flag flags[] = {
@@ -69,6 +69,9 @@ static const st_flag flags[] = {
                              "kernel then the parameter sums' (0)"},
     {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1, default) or as "
                           "fp32 FMAs (0)"},
+    {"vsn-fill-j", "0|1", "train, act, e2e (bf16): the VSN bar table's fill a block per (variable, row split), the "
+                          "weights staged once as bf16 fragments (1, default), or a block per rows walking the "
+                          "variables (0); the same bits"},
     {"segment", "S", "train, e2e: each minibatch as segments of S consecutive rollout steps of one environment "
                      "(the trainer's --segment; default: its default); train draws its windows so"},
     {"json", "FILE", "write every number with its configuration to FILE"},
@@ -189,6 +192,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
                o->vsn_bwd_tc);
+    ST_TRY(positive(a, "vsn-fill-j", 1, 0, 1, &o->vsn_fill_j));
     st_train_config tc; /* the trainer's defaults: the minibatch's segments and the episode length */
     ST_TRY(st_train_config_default(&tc, "default"));
     int seg_def = tc.segment;
@@ -250,6 +254,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "rowsplit_tickets", o->rowsplit_tickets);
     cJSON_AddNumberToObject(root, "ln_fused_grad", o->ln_fused_grad);
     cJSON_AddNumberToObject(root, "vsn_bwd_tc", o->vsn_bwd_tc);
+    cJSON_AddNumberToObject(root, "vsn_fill_j", o->vsn_fill_j);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
         st_bench_cost c = st_bench_train_cost(d, 1, params);
@@ -329,6 +334,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);
         st_cuda_layernorm_set_fused_grad(o.ln_fused_grad);
         st_cuda_vsn_set_fused_backward_tc(o.vsn_bwd_tc);
+        st_cuda_vsn_set_table_fill_j(o.vsn_fill_j);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "
                "%d bars)\n",

@@ -33,8 +33,9 @@ template <int DV> struct bwd_part {
     enum { U, V, B1, B2, EW, EB, LNW, LNB };
 };
 
-/* Variable j's eight vectors into vec [8][DV] (bwd_part's order), T threads. */
-template <int DV, int T> __device__ static inline void bwd_stage_vec(const bwd_args &a, int j, float *vec, int tid) {
+/* Variable j's eight vectors into vec [8][DV] (bwd_part's order), T threads; A: any launch's
+ * arguments with the vectors' pointers (bwd_args; fused_args for model/vsn_table_fill_tc.cu). */
+template <int DV, int T, class A> __device__ static inline void bwd_stage_vec(const A &a, int j, float *vec, int tid) {
     typedef bwd_part<DV> S;
     for (int i = tid; i < 8 * DV; i += T) {
         const int which = i / DV, k = i % DV;

@@ -71,6 +71,14 @@ int st_cuda_vsn_table_combine(int rows, int F, int Dv, const float *alpha, int a
 void st_cuda_vsn_set_fused_tc(int on);
 int st_cuda_vsn_fused_tc_takes(int Dv);
 
+/* The bar table's fill in bf16 mode (model/vsn_table_fill_tc.cu), where
+ * st_cuda_vsn_fused_tc_takes(Dv): 1 (the default), a block per (variable,
+ * row split) holding the variable's weights as bf16 fragments; 0, the
+ * tensor-core kernel's table mode (a block per rows, walking the
+ * variables). The same t bits either way. Process-wide, not
+ * synchronised: set it between steps. */
+void st_cuda_vsn_set_table_fill_j(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -120,4 +120,10 @@ static inline int fused_large(int rows, int R256, int mode, int *large) {
  * picks for mode, or the table mode (tab) with 256-thread blocks. */
 int vsn_fused_tc_launch(const fused_args &a, int Dv, int tab, int mode, cudaStream_t st);
 
+/* The table mode's kernel with a block per (variable, row split) (model/vsn_table_fill_tc.cu) for
+ * Dv 16 or 32, which the table fills run instead of vsn_fused_tc_launch's where that would take
+ * them and vsn_table_fill_j_on() (st_cuda_vsn_set_table_fill_j: 1 by default): the same bits. */
+int vsn_table_fill_j_on(void);
+int vsn_table_fill_j_launch(const fused_args &a, int Dv, cudaStream_t st);
+
 #endif

@@ -257,7 +257,9 @@ static int table_fill(int rows, const int *nrows, const int *src_rows, int F, in
     a.rows = rows, a.F = F, a.s_stride = s_stride, a.src_rows = src_rows, a.nrows = nrows;
     a.s = s, a.W2 = w->var_fc2_w, a.Wg = w->var_glu_w, a.U = fo->U, a.V = fo->V, a.Vg = fo->Vg;
     a.ew = w->embed_w, a.eb = w->embed_b, a.lnw = w->var_ln_w, a.lnb = w->var_ln_b, a.tab = tab;
-    if (st_cuda_vsn_fused_tc_takes(Dv)) return vsn_fused_tc_launch(a, Dv, 1, fused_mode, st);
+    if (st_cuda_vsn_fused_tc_takes(Dv))
+        return vsn_table_fill_j_on() ? vsn_table_fill_j_launch(a, Dv, st)
+                                     : vsn_fused_tc_launch(a, Dv, 1, fused_mode, st);
     if (Dv == 8) return fused_launch<8, 256, true>(a, st);
     if (Dv == 16) return fused_launch<16, 256, true>(a, st);
     return fused_launch<32, 256, true>(a, st);

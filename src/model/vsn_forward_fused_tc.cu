@@ -62,8 +62,7 @@
 #include "cuda/mma_bf16_device.cuh" /* bf16x2, mma_bf16 */
 #include "cuda/vsn_device.cuh"
 #include "cuda/vsn_fused_device.cuh"
-#include "cuda/vsn_quad_device.cuh"
-#include "cuda/vsn_tile_device.cuh" /* row_sum */
+#include "cuda/vsn_quad_device.cuh" /* h1_pair, quad_gate_x, quad_stats */
 
 extern "C" {
 #include "cuda/linear_cuda.h" /* st_cuda_matmul_precision */
@@ -100,11 +99,6 @@ __device__ static inline void mma_w(float (&d)[4], const uint32_t (&a)[4], const
     const float *w = W + (8 * p + g) * LDW + 16 * kt + 2 * q;
     const float2 lo = lds2(w), hi = lds2(w + 8);
     mma_bf16(d, a, bf16x2(lo.x, lo.y), bf16x2(hi.x, hi.y));
-}
-
-/* h1 at one row (s) and two adjacent columns (U, V pairs), as bf16x2. */
-__device__ static inline uint32_t h1_pair(float s, float2 U, float2 V) {
-    return bf16x2(dev_elu(s * U.x + V.x), dev_elu(s * U.y + V.y));
 }
 
 /* __launch_bounds__: 128 registers a thread, 512 threads an SM (the fp32 kernel's).
@@ -179,17 +173,8 @@ static __global__ void __launch_bounds__(T, 512 / T) vsn_fused_tc_kernel(fused_a
                 float x[2 * NT], sg[2 * NT];
                 quad_gate_x<NT>(gg, h, q, sj, vec + S::B1 * DV, vec + S::B2 * DV, vec + S::EW * DV, vec + S::EB * DV, x,
                                 sg);
-                double sum = 0;
-#pragma unroll
-                for (int c = 0; c < 2 * NT; c++)
-                    sum += x[c];
-                sum = row_sum<4>(sum) * (1.0 / DV); /* Dv a power of two: the same bits as / Dv */
-                double var = 0;
-#pragma unroll
-                for (int c = 0; c < 2 * NT; c++)
-                    var += ((double)x[c] - sum) * ((double)x[c] - sum);
-                var = row_sum<4>(var);
-                const float mean = (float)sum, rstd = (float)rsqrt(var * (1.0 / DV) + VSN_EPS);
+                float mean, rstd;
+                quad_stats<NT>(x, mean, rstd);
                 const double aj = TAB ? 0.0 : (double)st[S::A + r + 8 * h];
                 const size_t row = row0 + r + 8 * h;
 #pragma unroll

@@ -91,7 +91,8 @@ __device__ static inline void mma_ktile(float (&d)[NN][4], const uint32_t (&a)[4
     }
 }
 
-/* s of rows row (h = 0) and row + 8 (h = 1) of a warp tile, src their source rows (0 past the end). */
+/* The source rows (s rows) of table rows row (h = 0) and row + 8 (h = 1) of a warp tile: src_rows'
+ * entries, the rows themselves without, -1 past the count or where the tile is not live. */
 __device__ static inline void fill_j_src(const fused_args &a, size_t row, int rows, bool live, int (&src)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -99,6 +100,7 @@ __device__ static inline void fill_j_src(const fused_args &a, size_t row, int ro
         src[h] = live && r < (size_t)rows ? (a.src_rows ? a.src_rows[r] : (int)r) : -1;
     }
 }
+/* s[src, j] of those rows, 0 for -1 (rows that are computed and never stored). */
 __device__ static inline void fill_j_s(const fused_args &a, int j, const int (&src)[2], float (&s)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++)

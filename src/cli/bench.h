@@ -58,6 +58,7 @@ typedef struct {
     int ln_fused_grad;    /* the LayerNorm backward's dx, dw, db in one pass (1) or two kernels (0):
                            * st_cuda_layernorm_set_fused_grad */
     int vsn_bwd_tc;    /* bf16: the VSN backward on the tensor cores (1) or fp32 (0): st_cuda_vsn_set_fused_backward_tc */
+    int vsn_bwd_fsum;  /* bf16: its column sums fp32 within a tile (1) or double (0): ..._tc_fsum */
     int vsn_fill_j;    /* bf16: the bar table's fill a block per (variable, row split) (1) or per rows (0):
                         * st_cuda_vsn_set_table_fill_j */
     int segment;        /* train and e2e: a minibatch's windows as segments of this many consecutive steps of one

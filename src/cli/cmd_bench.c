@@ -69,6 +69,8 @@ static const st_flag flags[] = {
                              "kernel then the parameter sums' (0)"},
     {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1, default) or as "
                           "fp32 FMAs (0)"},
+    {"vsn-bwd-fsum", "0|1", "train, e2e (bf16): that kernel's column sums in fp32 within a tile (1) or double (0, "
+                            "default)"},
     {"vsn-fill-j", "0|1", "train, act, e2e (bf16): the VSN bar table's fill a block per (variable, row split), the "
                           "weights staged once as bf16 fragments (1, default), or a block per rows walking the "
                           "variables (0); the same bits"},
@@ -190,6 +192,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
+    ST_TRY(positive(a, "vsn-bwd-fsum", 0, 0, 1, &o->vsn_bwd_fsum));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
                o->vsn_bwd_tc);
     ST_TRY(positive(a, "vsn-fill-j", 1, 0, 1, &o->vsn_fill_j));
@@ -254,6 +257,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "rowsplit_tickets", o->rowsplit_tickets);
     cJSON_AddNumberToObject(root, "ln_fused_grad", o->ln_fused_grad);
     cJSON_AddNumberToObject(root, "vsn_bwd_tc", o->vsn_bwd_tc);
+    cJSON_AddNumberToObject(root, "vsn_bwd_fsum", o->vsn_bwd_fsum);
     cJSON_AddNumberToObject(root, "vsn_fill_j", o->vsn_fill_j);
     if (o->do_train && o->windows.n > 0) {
         /* the hand count per window, for the roofline of any implementation of the same step */
@@ -334,6 +338,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);
         st_cuda_layernorm_set_fused_grad(o.ln_fused_grad);
         st_cuda_vsn_set_fused_backward_tc(o.vsn_bwd_tc);
+        st_cuda_vsn_set_fused_backward_tc_fsum(o.vsn_bwd_fsum);
         st_cuda_vsn_set_table_fill_j(o.vsn_fill_j);
 #endif
         printf("ssmtrade bench: %s\npreset %s (K=%d, %zu parameters), synthetic market seed %lld (%d instruments x "

@@ -89,6 +89,11 @@ void st_cuda_vsn_set_fused_backward(int on);
  * backward is enqueued. */
 void st_cuda_vsn_set_fused_backward_tc(int on);
 
+/* 1: that kernel adds a tile's column sums of ln_w, X, Sx, q and Q in
+ * fp32 (double across tiles), as it does gg and fc2_b's; 0 (the default):
+ * double throughout. Process-wide, read when a backward is enqueued. */
+void st_cuda_vsn_set_fused_backward_tc_fsum(int on);
+
 /* 1 when the fused backward at this Dv runs the tensor-core kernel under
  * the current precision and switch. */
 int st_cuda_vsn_backward_fused_tc_takes(int Dv);

@@ -72,6 +72,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "cuda/check.h"
 #include "cuda/mma_bf16_device.cuh"
 #include "cuda/vsn_backward_fused_device.cuh"
@@ -86,6 +88,8 @@ extern "C" {
 
 static int bwd_tc_on = 1; /* st_cuda_vsn_set_fused_backward_tc */
 extern "C" void st_cuda_vsn_set_fused_backward_tc(int on) { bwd_tc_on = on != 0; }
+static int bwd_tc_fsum = 0; /* st_cuda_vsn_set_fused_backward_tc_fsum */
+extern "C" void st_cuda_vsn_set_fused_backward_tc_fsum(int on) { bwd_tc_fsum = on != 0; }
 
 extern "C" int st_cuda_vsn_backward_fused_tc_takes(int Dv) {
     return st_cuda_matmul_precision() == ST_MATMUL_BF16 && bwd_tc_on && (Dv == 16 || Dv == 32);
@@ -164,9 +168,13 @@ template <int DV> __device__ static inline float bfrag_b(int P, const float *W2,
     return P == 0 ? W2[n * DV + k] : P == 1 ? Wg[n * DV + k] : P == 2 ? Wg[k * DV + n] : W2[k * DV + n];
 }
 
-/* __launch_bounds__: 128 registers a thread, two blocks an SM. TT: the table mode. */
-template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS, 2) vsn_bwd_tc_kernel(bwd_args a) {
+/* __launch_bounds__: 128 registers a thread, two blocks an SM. TT: the table mode. FS: the column
+ * sums ln_w, X, Sx, q, Q in fp32 within a tile (the lane's rows and the butterfly; double across
+ * tiles), as gg and fc2_b: half the shuffles (st_cuda_vsn_set_fused_backward_tc_fsum). */
+template <int DV, bool TT, bool FS>
+static __global__ void __launch_bounds__(BTC_THREADS, 2) vsn_bwd_tc_kernel(bwd_args a) {
     typedef bwd_tc_shape<DV> S;
+    typedef typename std::conditional<FS, float, double>::type CS; /* a tile's column-sum terms */
     constexpr int NT = S::NT, KT = S::KT, R = S::R, T = S::T, LDD = S::LDD, LDS = S::LDS;
     extern __shared__ uint4 btc_smem4[];
     unsigned char *smb = reinterpret_cast<unsigned char *>(btc_smem4);
@@ -317,7 +325,8 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
             var = row_sum<4>(var);
             const float mean = (float)sum, rs = (float)(1.0 / sqrt(var / DV + VSN_EPS));
             const double ajd = (double)aj[h];
-            double da = 0, sgk = 0, sgx = 0, v[2 * NT];
+            double da = 0, sgk = 0, sgx = 0;
+            CS v[2 * NT];
 #pragma unroll
             for (int p = 0; p < NT; p++) {
                 const int o = 8 * p + 2 * q;
@@ -331,14 +340,15 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
                     const double ad = ajd * dvr[h][c], gk = ad * lw;
                     sgk += gk;
                     sgx += gk * xh;
-                    v[c] = (double)((float)ad * xh);
+                    v[c] = (CS)((float)ad * xh);
                 }
             }
-            csum[0] += col_reduce<2 * NT>(v, lane);
+            csum[0] += (double)col_reduce<2 * NT>(v, lane);
             da = row_sum<4>(da) + (double)dal[h];
             sgk = row_sum<4>(sgk) / DV;
             sgx = row_sum<4>(sgx) / DV;
-            double ex = 0, w[2 * NT];
+            double ex = 0;
+            CS w[2 * NT];
 #pragma unroll
             for (int p = 0; p < NT; p++) {
                 const int o = 8 * p + 2 * q;
@@ -353,13 +363,13 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
                     const float dx = (float)((double)rs * (gk - sgk - xh * sgx));
                     gq[p][2 * h + e] = dx * sg[c];
                     gq[NT + p][2 * h + e] = dx * g1 * sg[c] * (1.0f - sg[c]);
-                    v[c] = (double)dx;
-                    w[c] = (double)(sj[h] * dx);
+                    v[c] = (CS)dx;
+                    w[c] = (CS)(sj[h] * dx);
                     ex += (double)dx * comp(ew2, e);
                 }
             }
-            csum[1] += col_reduce<2 * NT>(v, lane);
-            csum[2] += col_reduce<2 * NT>(w, lane);
+            csum[1] += (double)col_reduce<2 * NT>(v, lane);
+            csum[2] += (double)col_reduce<2 * NT>(w, lane);
             exr[h] = row_sum<4>(ex);
             if (!TT && q == 0 && in[h]) a.dad[(size_t)j * a.rows + rowh[h]] = da;
             /* the row's dgl: its halves of P4's A registers, its gg column sums */
@@ -406,7 +416,8 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
         /* P5: dh1 = (dh2 W2) ELU'(h1); q, Q (double) and the ds part */
         mma_frag<NT / 2, KT>(d1, a4, bfr + S::F5, lane);
         {
-            double v[2 * NT], w[2 * NT], e0 = 0, e1 = 0;
+            CS v[2 * NT], w[2 * NT];
+            double e0 = 0, e1 = 0;
 #pragma unroll
             for (int p = 0; p < NT; p++) {
                 const float2 U2 = lds2(vec + S::U * DV + 8 * p + 2 * q);
@@ -415,8 +426,8 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
                 for (int e = 0; e < 2; e++) {
                     const int c = 2 * p + e;
                     const float dh0 = d1[p][e] * comp(eg0, e), dh1 = d1[p][2 + e] * comp(eg1, e);
-                    v[c] = (double)dh0 + (double)dh1;
-                    w[c] = (double)(sj[0] * dh0) + (double)(sj[1] * dh1);
+                    v[c] = (CS)dh0 + (CS)dh1;
+                    w[c] = (CS)(sj[0] * dh0) + (CS)(sj[1] * dh1);
                     e0 += (double)dh0 * comp(U2, e);
                     e1 += (double)dh1 * comp(U2, e);
                 }
@@ -427,8 +438,8 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
                 if (in[0]) a.dsv[(size_t)j * a.rows + rowh[0]] = exr[0] + e0;
                 if (in[1]) a.dsv[(size_t)j * a.rows + rowh[1]] = exr[1] + e1;
             }
-            csum[3] += col_reduce<2 * NT>(v, lane);
-            csum[4] += col_reduce<2 * NT>(w, lane);
+            csum[3] += (double)col_reduce<2 * NT>(v, lane);
+            csum[4] += (double)col_reduce<2 * NT>(w, lane);
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) { /* the next tile's s */
@@ -495,13 +506,17 @@ template <int DV, bool TT> static __global__ void __launch_bounds__(BTC_THREADS,
     }
 }
 
-template <int DV, bool TT> static int tc_launch(const bwd_args &a, cudaStream_t st) {
+template <int DV, bool TT, bool FS> static int tc_launch_fs(const bwd_args &a, cudaStream_t st) {
     typedef bwd_tc_shape<DV> S;
-    ST_CUDA_TRY(
-        cudaFuncSetAttribute(vsn_bwd_tc_kernel<DV, TT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::BYTES));
-    vsn_bwd_tc_kernel<DV, TT><<<dim3((unsigned)a.F, (unsigned)a.splits), S::T, S::BYTES, st>>>(a);
+    ST_CUDA_TRY(cudaFuncSetAttribute(vsn_bwd_tc_kernel<DV, TT, FS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)S::BYTES));
+    vsn_bwd_tc_kernel<DV, TT, FS><<<dim3((unsigned)a.F, (unsigned)a.splits), S::T, S::BYTES, st>>>(a);
     ST_CUDA_LAUNCHED();
     return ST_OK;
+}
+
+template <int DV, bool TT> static int tc_launch(const bwd_args &a, cudaStream_t st) {
+    return bwd_tc_fsum ? tc_launch_fs<DV, TT, true>(a, st) : tc_launch_fs<DV, TT, false>(a, st);
 }
 
 int vsn_bwd_tc_launch(const bwd_args &a, int Dv, bool tt, cudaStream_t st) {

@@ -69,8 +69,8 @@ static const st_flag flags[] = {
                              "kernel then the parameter sums' (0)"},
     {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1, default) or as "
                           "fp32 FMAs (0)"},
-    {"vsn-bwd-fsum", "0|1", "train, e2e (bf16): that kernel's column sums in fp32 within a tile (1) or double (0, "
-                            "default)"},
+    {"vsn-bwd-fsum", "0|1", "train, e2e (bf16): that kernel's column sums in fp32 within a tile (1, default) or "
+                            "double (0)"},
     {"vsn-fill-j", "0|1", "train, act, e2e (bf16): the VSN bar table's fill a block per (variable, row split), the "
                           "weights staged once as bf16 fragments (1, default), or a block per rows walking the "
                           "variables (0); the same bits"},
@@ -192,7 +192,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
-    ST_TRY(positive(a, "vsn-bwd-fsum", 0, 0, 1, &o->vsn_bwd_fsum));
+    ST_TRY(positive(a, "vsn-bwd-fsum", 1, 0, 1, &o->vsn_bwd_fsum));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
                o->vsn_bwd_tc);
     ST_TRY(positive(a, "vsn-fill-j", 1, 0, 1, &o->vsn_fill_j));

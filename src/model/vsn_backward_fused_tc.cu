@@ -59,11 +59,11 @@
  *     backward, ELU' and the ds part are the fp32 kernel's expressions in
  *     fp32 and double (its double row sums: 2 Dv / 8 values a lane, then
  *     the quad's butterfly);
- *   - the column sums ln_w, X, Sx, q, Q are double throughout (a value's
- *     double, the lane's two rows, the 8-lane butterfly, the tiles, the
- *     warps in order, the splits in order); gg and fc2_b fp32 within a
- *     tile (the two rows and the butterfly) and double across tiles, as
- *     the fp32 kernel's;
+ *   - the column sums ln_w, X, Sx, q, Q fp32 within a tile (the lane's
+ *     two rows, the 8-lane butterfly; FS, the default) or double there
+ *     too (st_cuda_vsn_set_fused_backward_tc_fsum(0)), double across the
+ *     tiles, the warps in order and the splits in order; gg and fc2_b fp32
+ *     within a tile and double across tiles, as the fp32 kernel's;
  *   - dWg and dW2 are fp32 over the split's rows (the mma's accumulators;
  *     the fp32 kernel: fp32 within a tile, double across), double across
  *     the splits (bwd_finish_kernel) and across k-parts (Dv = 16).
@@ -88,7 +88,7 @@ extern "C" {
 
 static int bwd_tc_on = 1; /* st_cuda_vsn_set_fused_backward_tc */
 extern "C" void st_cuda_vsn_set_fused_backward_tc(int on) { bwd_tc_on = on != 0; }
-static int bwd_tc_fsum = 0; /* st_cuda_vsn_set_fused_backward_tc_fsum */
+static int bwd_tc_fsum = 1; /* st_cuda_vsn_set_fused_backward_tc_fsum */
 extern "C" void st_cuda_vsn_set_fused_backward_tc_fsum(int on) { bwd_tc_fsum = on != 0; }
 
 extern "C" int st_cuda_vsn_backward_fused_tc_takes(int Dv) {

@@ -721,7 +721,7 @@ static void test_fused_tc(const char *label, int rows, int F, int C, int Dv, uin
 /* ---- the backward's tensor-core kernel (model/vsn_backward_fused_tc.cu) ---- */
 
 #define BTC_BOUND 2e-2
-#define BTC_RUNS 4
+#define BTC_RUNS 5
 
 /* One run's outputs of both fused-backward calls (host copies): the window
  * call's dlog [rows, F], dad and dsv ([F][rows] doubles, its scratch), its
@@ -813,7 +813,11 @@ static void btc_check(const char *label, const char *what, const float *gpu, con
  *   0  fp32 mode, the switch on     st_cuda_vsn_backward_fused_tc_takes = 0:
  *   1  bf16 mode, the switch off    the fp32 kernel both times, the same bits;
  *   2  bf16 mode, the switch on     takes = 1: the tensor-core kernel;
- *   3  the same again               the same bits as 2.
+ *   3  the same again               the same bits as 2;
+ *   4  as 2, the column sums double within a tile (the fsum switch off;
+ *      2 and 3 run its default, fp32 within a tile): dlog, dalpha, the ds
+ *      part and every gradient but ln_w's the bits of run 2; ln_w's and the
+ *      fold sums within 1e-5 of run 2's.
  * Run 2 against run 1 within BTC_BOUND (rel_err: norm of the difference
  * over the reference's) on every output: dlog, dad, dsv, the increments of
  * the four per-variable gradients (glu_w, fc2_w, fc2_b, ln_w) and of the
@@ -859,10 +863,11 @@ static void test_backward_tc(const char *label, int rows, int F, int Dv, uint64_
     }
     btc_out o[BTC_RUNS];
     memset(o, 0, sizeof o);
-    static const int bf16[BTC_RUNS] = {0, 1, 1, 1}, tc[BTC_RUNS] = {1, 0, 1, 1};
+    static const int bf16[BTC_RUNS] = {0, 1, 1, 1, 1}, tc[BTC_RUNS] = {1, 0, 1, 1, 1};
     for (int u = 0; u < BTC_RUNS && rc == ST_OK; u++) {
         st_cuda_set_matmul_precision(bf16[u] ? ST_MATMUL_BF16 : ST_MATMUL_FP32);
         st_cuda_vsn_set_fused_backward_tc(tc[u]);
+        st_cuda_vsn_set_fused_backward_tc_fsum(u != 4);
         const int takes = st_cuda_vsn_backward_fused_tc_takes(Dv);
         CHECK(takes == (bf16[u] && tc[u]),
               "%s: run %d: st_cuda_vsn_backward_fused_tc_takes(%d) = %d (bf16 %d, switch %d)", label, u, Dv, takes,
@@ -871,7 +876,24 @@ static void test_backward_tc(const char *label, int rows, int F, int Dv, uint64_
     }
     st_cuda_set_matmul_precision(ST_MATMUL_FP32);
     st_cuda_vsn_set_fused_backward_tc(0);
+    st_cuda_vsn_set_fused_backward_tc_fsum(1);
     CHECK(rc == ST_OK, "%s: a GPU run failed (message above)", label);
+    if (rc == ST_OK) { /* run 4: the column sums in double within a tile */
+        const btc_out *t = &o[2], *d = &o[4];
+        const size_t RF = (size_t)R * F;
+        CHECK(!memcmp(t->dlog, d->dlog, sizeof(float) * RF) && !memcmp(t->dad, d->dad, sizeof(double) * 2 * RF),
+              "%s: dlog, dalpha or the ds part depend on the column sums' precision", label);
+        const double ef =
+            check_tensor(label, "fold sums, double a tile", d->fr, t->fr, fr0, (long)nfr, (int)nfr, 1e-5, 1);
+        const double eft =
+            check_tensor(label, "fold sums, double a tile (table)", d->frt, t->frt, fr0, (long)nfr, (int)nfr, 1e-5, 1);
+        const double eg =
+            check_tensor(label, "gradients, double a tile", d->g, t->g, k.g0, (long)k.L.total, (int)k.L.total, 1e-5, 1);
+        const double egt = check_tensor(label, "gradients, double a tile (table)", d->gt, t->gt, k.g0, (long)k.L.total,
+                                        (int)k.L.total, 1e-5, 1);
+        CHECK(ef > 0 || eft > 0 || eg > 0 || egt > 0 || R == 1,
+              "%s: the column sums' precision switch changed no bit (did it reach the kernel?)", label);
+    }
     if (rc == ST_OK) {
         CHECK(btc_same(&k, nfr, R, &o[0], &o[1]), "%s: the fp32 kernel's bits differ with the switch off in bf16 mode",
               label);

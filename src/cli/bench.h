@@ -55,6 +55,7 @@ typedef struct {
     int vsn_tc;        /* bf16: the fused VSN's products on the tensor cores (1) or fp32 FMAs (0): st_cuda_vsn_set_fused_tc */
     int rowsplit_tickets; /* row-split sums finished by their last blocks (1) or finish kernels (0):
                            * st_cuda_rowsplit_set_tickets */
+    int colsum_fill;      /* narrow column sums over ~512 blocks (1) or 64 a tile (0): st_cuda_colsum_set_fill */
     int ln_fused_grad;    /* the LayerNorm backward's dx, dw, db in one pass (1) or two kernels (0):
                            * st_cuda_layernorm_set_fused_grad */
     int vsn_bwd_tc;    /* bf16: the VSN backward on the tensor cores (1) or fp32 (0): st_cuda_vsn_set_fused_backward_tc */

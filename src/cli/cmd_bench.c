@@ -63,6 +63,8 @@ static const st_flag flags[] = {
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
     {"vsn-tc", "0|1", "train, act, e2e (bf16): the fused VSN forward's and bar tables' per-variable products on the "
                       "tensor cores (1, default) or as fp32 FMAs (0)"},
+    {"colsum-fill", "0|1", "train, e2e: narrow column sums (bias gradients) split over ~512 blocks (1, default) or "
+                           "64 a column tile (0)"},
     {"rowsplit-tickets", "0|1", "column sums over row splits finished by their last blocks (1, default) or by a "
                                 "finish kernel each (0)"},
     {"ln-fused-grad", "0|1", "train, e2e: the LayerNorm backward's dx, dw and db in one pass (1, default) or the dx "
@@ -190,6 +192,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "vsn-tc", 1, &o->vsn_tc));
     ST_REQUIRE(o->vsn_tc == 0 || o->vsn_tc == 1, ST_ERR_INPUT, "--vsn-tc: %d is neither 0 nor 1", o->vsn_tc);
     ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
+    ST_TRY(positive(a, "colsum-fill", 1, 0, 1, &o->colsum_fill));
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
     ST_TRY(positive(a, "vsn-bwd-fsum", 1, 0, 1, &o->vsn_bwd_fsum));
@@ -255,6 +258,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "segment", o->segment);
     cJSON_AddNumberToObject(root, "vsn_tc", o->vsn_tc);
     cJSON_AddNumberToObject(root, "rowsplit_tickets", o->rowsplit_tickets);
+    cJSON_AddNumberToObject(root, "colsum_fill", o->colsum_fill);
     cJSON_AddNumberToObject(root, "ln_fused_grad", o->ln_fused_grad);
     cJSON_AddNumberToObject(root, "vsn_bwd_tc", o->vsn_bwd_tc);
     cJSON_AddNumberToObject(root, "vsn_bwd_fsum", o->vsn_bwd_fsum);
@@ -336,6 +340,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_ssd_set_scan_tc_quad(o.scan_quad);
         st_cuda_vsn_set_fused_tc(o.vsn_tc);
         st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);
+        st_cuda_colsum_set_fill(o.colsum_fill);
         st_cuda_layernorm_set_fused_grad(o.ln_fused_grad);
         st_cuda_vsn_set_fused_backward_tc(o.vsn_bwd_tc);
         st_cuda_vsn_set_fused_backward_tc_fsum(o.vsn_bwd_fsum);

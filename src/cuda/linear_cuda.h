@@ -74,11 +74,18 @@ int st_cuda_linear_backward(int rows, int in, int out, const float *x, int x_str
                             void *stream);
 
 /* sum[c] += sum_r x[r, c] for c < cols, rows summed in a fixed order in
- * double (deterministic, stride-independent): the bias gradient. Up to 64
- * blocks share a column's rows (partials in an 8 MiB per-device scratch
- * made with the cuBLAS handle), so the same rule holds: make one
- * uncaptured call first, and calls on two streams must not overlap. */
+ * double (deterministic, stride-independent): the bias gradient. Blocks
+ * share a column's rows (partials in an 8 MiB per-device scratch made with
+ * the cuBLAS handle), so the same rule holds: make one uncaptured call
+ * first, and calls on two streams must not overlap. The split count
+ * depends on rows and cols only: up to 64 a column tile of 32 columns, or
+ * with st_cuda_colsum_set_fill(1) (the default) enough for ~512 blocks in
+ * all when the columns are few (a narrow sum's 64 blocks left most SMs
+ * idle), at least 256 rows a split. */
 int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stride, float *sum, void *stream);
+/* 1 (the default): the column sums' splits as above; 0: 64 a tile at most,
+ * at least 1,024 rows a split, as before (other bits: another order). */
+void st_cuda_colsum_set_fill(int on);
 
 /* Row-split reductions (column sums over many rows, as the parameter
  * gradients of the norms and the conv are): the rows are cut into

@@ -45,6 +45,9 @@ static const size_t ST_BLAS_WORKSPACE_BYTES = (size_t)32 << 20;
 /* Column sums split their rows over up to ST_COLSUM_SPLITS blocks per
  * column tile; the partial sums (double) live in the device's scratch. */
 enum { ST_COLSUM_SPLITS = 64, ST_COLSUM_MIN_ROWS = 1024 };
+/* st_cuda_colsum_set_fill(1): the blocks a narrow column sum aims at (~4 an SM of the H200's 132) and
+ * the rows a split keeps at least */
+enum { ST_COLSUM_FILL_BLOCKS = 512, ST_COLSUM_FILL_ROWS = 256 };
 static const size_t ST_COLSUM_SCRATCH_DOUBLES = (size_t)1 << 20; /* 8 MiB */
 
 typedef struct {
@@ -476,6 +479,8 @@ static __global__ void colsum_finish_kernel(int cols, int ld, int splits, const 
 
 static int rowsplit_tickets_on = 1;
 extern "C" void st_cuda_rowsplit_set_tickets(int on) { rowsplit_tickets_on = on != 0; }
+static int colsum_fill_on = 1;
+extern "C" void st_cuda_colsum_set_fill(int on) { colsum_fill_on = on != 0; }
 
 extern "C" int st_cuda_rowsplit_plan_n(int rows, int cols, int want, void *stream, st_rowsplit *plan) {
     plan->parts = NULL, plan->splits = 1, plan->tickets = NULL;
@@ -507,8 +512,16 @@ extern "C" int st_cuda_colsum_add(int rows, int cols, const float *x, int x_stri
     if (rows <= 0 || cols <= 0) return ST_OK;
     cudaStream_t s = (cudaStream_t)stream;
     st_rowsplit plan;
-    ST_TRY(st_cuda_rowsplit_plan(rows, cols, stream, &plan));
-    dim3 block(ST_COL_TILE, ST_ROW_LANES), grid(blocks_for(cols, ST_COL_TILE), (unsigned)plan.splits);
+    const long tiles = blocks_for(cols, ST_COL_TILE);
+    if (colsum_fill_on) { /* ~ST_COLSUM_FILL_BLOCKS blocks in all, >= 64 a tile, >= ST_COLSUM_FILL_ROWS rows a split */
+        long want = (ST_COLSUM_FILL_BLOCKS + tiles - 1) / tiles, most = rows / ST_COLSUM_FILL_ROWS;
+        if (want < ST_COLSUM_SPLITS) want = ST_COLSUM_SPLITS;
+        if (want > most) want = most;
+        ST_TRY(st_cuda_rowsplit_plan_n(rows, cols, (int)want, stream, &plan));
+    } else {
+        ST_TRY(st_cuda_rowsplit_plan(rows, cols, stream, &plan));
+    }
+    dim3 block(ST_COL_TILE, ST_ROW_LANES), grid((unsigned)tiles, (unsigned)plan.splits);
     unsigned *tickets = grid.x <= ST_ROWSPLIT_TICKETS ? plan.tickets : NULL; /* a counter a column tile */
     colsum_part_kernel<<<grid, block, 0, s>>>(rows, cols, plan.splits, x, x_stride, plan.parts, tickets, sum);
     ST_CUDA_LAUNCHED();

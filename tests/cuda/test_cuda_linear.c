@@ -610,7 +610,9 @@ static void check_res_lt(st_matmul_precision prec, int rows, int in, int out, in
  * splits) and the finish kernel's must give the same bits; run twice
  * directly and twice as a graph replay (counters left at zero by each
  * run, or a later run's last block never finishes), against a float64
- * sum within 1e-6 of the increment. sum starts from random values. */
+ * sum within 1e-6 of the increment. sum starts from random values. Then
+ * with st_cuda_colsum_set_fill(0) (64 splits a tile at most, the old
+ * split count: another order) within 1e-6 too. */
 static void check_colsum_tickets(int rows, int cols, int pad, uint64_t seed) {
     const int xs = cols + pad;
     float *hx = host_rows(rows, cols, xs, 1.0f, seed, 1), *hs0 = host_rows(1, cols, cols, 1.0f, seed, 2);
@@ -654,9 +656,19 @@ static void check_colsum_tickets(int rows, int cols, int pad, uint64_t seed) {
     CHECK(cudaStreamSynchronize(s) == cudaSuccess, "colsum tickets: kernels failed");
     dev_download(h[5], sum, cols);
     st_cuda_rowsplit_set_tickets(1);
+    float *hold = host_poisoned(cols);
+    st_cuda_colsum_set_fill(0);
+    cudaMemcpyAsync(sum, hs0, sizeof(float) * cols, cudaMemcpyHostToDevice, s);
+    CHECK(st_cuda_colsum_add(rows, cols, x, xs, sum, s) == ST_OK, "colsum: %s", st_last_error());
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "colsum (fill off): kernels failed");
+    dev_download(hold, sum, cols);
+    st_cuda_colsum_set_fill(1);
     char what[96];
     snprintf(what, sizeof what, "colsum %d rows x %d (tickets)", rows, cols);
     CHECK_PARITY(what, rel_err_added(h[1], ref, hs0, cols), 1e-6);
+    snprintf(what, sizeof what, "colsum %d rows x %d (fill off)", rows, cols);
+    CHECK_PARITY(what, rel_err_added(hold, ref, hs0, cols), 1e-6);
+    free(hold);
     const char *run[6] = {"finish kernel", "tickets", "tickets again", "graph replay", "graph replay again",
                           "finish kernel after"};
     for (int k = 1; k < 6; k++)
@@ -716,9 +728,10 @@ int main(void) {
         check_res_lt(prec, 64, 256, 128, 0, 1, 95);   /* few rows */
         check_res_lt(prec, 70, 17, 30, 1, 0, 96);     /* padded, 4-byte aligned rows */
     }
-    check_colsum_tickets(131072, 40, 0, 97); /* F at 2,048 windows: 64 splits, 2 column tiles */
+    check_colsum_tickets(131072, 40, 0, 97); /* F at 2,048 windows: 256 splits (fill off 64), 2 column tiles */
     check_colsum_tickets(70001, 300, 3, 98); /* 64 splits, the last short; 10 tiles, the last partial */
-    check_colsum_tickets(4099, 1, 0, 99);    /* 4 splits, one column */
+    check_colsum_tickets(4099, 1, 0, 99);    /* 16 splits (fill off 4), one column */
+    check_colsum_tickets(524288, 8, 0, 100); /* dt_bias's H = 8 at 8,192 windows: 512 splits (fill off 64) */
     check_capture(ST_MATMUL_FP32);
     check_capture(ST_MATMUL_BF16);
     CHECK(st_cuda_matmul_precision() == ST_MATMUL_FP32, "the precision switch was not restored to fp32");

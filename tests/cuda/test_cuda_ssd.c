@@ -1010,8 +1010,9 @@ static void test_heads(const char *label, int Bsz, int K, int H, int P, int G, i
  * same bits and deterministic; at the constant shape the runtime-shape
  * mma path (st_cuda_ssd_set_scan_fixed_shape(0)) the same bits (only
  * index math differs); its mode 2 (TF32 rounding by an integer add) within
- * the bound, constant and runtime sizes the same bits (its difference to
- * mode 1 printed: 0 where the tensor cores ignore the 13 low bits).
+ * the bound, constant and runtime sizes the same bits, and mode 1's bits
+ * (the add rounds half away from zero as cvt.rna does; its difference to
+ * mode 1 printed too).
  * Leaves the switches on and fp32 mode. */
 static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int G, int N, int Q, int strong,
                            uint64_t seed) {
@@ -1105,6 +1106,10 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
               label);
         CHECK(same_result(&pb, &iadd[0], &iadd[1]),
               "%s: quad: the mma path's mode 2 at constant and runtime sizes gives other bits", label);
+        CHECK(same_result(&pb, &iadd[0], &q[1]),
+              "%s: quad: the mma path's mode 2 (TF32 rounding by an integer add) gives other bits than mode 1's "
+              "cvt.rna",
+              label);
         CHECK(same_result(&pb, &wm[0], &wm[1]),
               "%s: quad WMMA path: contiguous rows and padded strides give other bits", label);
         CHECK(same_result(&pb, &wm[1], &wm[2]), "%s: quad WMMA path: two runs differ (not deterministic)", label);

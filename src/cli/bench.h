@@ -58,6 +58,8 @@ typedef struct {
     int colsum_fill;      /* narrow column sums over ~512 blocks (1) or 64 a tile (0): st_cuda_colsum_set_fill */
     int ln_fused_grad;    /* the LayerNorm backward's dx, dw, db in one pass (1) or two kernels (0):
                            * st_cuda_layernorm_set_fused_grad */
+    int tt_combine_stage; /* the training combine through the bar table staged (1) or a row at a time (0):
+                           * st_cuda_vsn_set_tt_combine_stage */
     int vsn_bwd_tc;    /* bf16: the VSN backward on the tensor cores (1) or fp32 (0): st_cuda_vsn_set_fused_backward_tc */
     int vsn_bwd_fsum;  /* bf16: its column sums fp32 within a tile (1) or double (0): ..._tc_fsum */
     int vsn_fill_j;    /* bf16: the bar table's fill a block per (variable, row split) (1) or per rows (0):

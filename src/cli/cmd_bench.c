@@ -25,6 +25,7 @@
 #include "cuda/vsn_cuda.h"
 #include "cuda/vsn_backward_fused_cuda.h" /* st_cuda_vsn_set_fused_backward_tc */
 #include "cuda/vsn_forward_fused_cuda.h" /* st_cuda_vsn_set_fused_tc, _set_table_fill_j */
+#include "cuda/vsn_train_table_cuda.h" /* st_cuda_vsn_set_tt_combine_stage */
 #endif
 
 static const st_flag flags[] = {
@@ -69,6 +70,8 @@ static const st_flag flags[] = {
                                 "finish kernel each (0)"},
     {"ln-fused-grad", "0|1", "train, e2e: the LayerNorm backward's dx, dw and db in one pass (1, default) or the dx "
                              "kernel then the parameter sums' (0)"},
+    {"tt-combine-stage", "0|1", "train, e2e: the training step's VSN combine through the bar table by the staged "
+                                "kernel, a bar's table issued at once (1, default), or a row at a time (0)"},
     {"vsn-bwd-tc", "0|1", "train, e2e (bf16): the fused VSN backward's products on the tensor cores (1, default) or as "
                           "fp32 FMAs (0)"},
     {"vsn-bwd-fsum", "0|1", "train, e2e (bf16): that kernel's column sums in fp32 within a tile (1, default) or "
@@ -194,6 +197,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(positive(a, "rowsplit-tickets", 1, 0, 1, &o->rowsplit_tickets));
     ST_TRY(positive(a, "colsum-fill", 1, 0, 1, &o->colsum_fill));
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
+    ST_TRY(positive(a, "tt-combine-stage", 1, 0, 1, &o->tt_combine_stage));
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
     ST_TRY(positive(a, "vsn-bwd-fsum", 1, 0, 1, &o->vsn_bwd_fsum));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
@@ -260,6 +264,7 @@ static void add_config(cJSON *root, const st_bench_opts *o, size_t params) {
     cJSON_AddNumberToObject(root, "rowsplit_tickets", o->rowsplit_tickets);
     cJSON_AddNumberToObject(root, "colsum_fill", o->colsum_fill);
     cJSON_AddNumberToObject(root, "ln_fused_grad", o->ln_fused_grad);
+    cJSON_AddNumberToObject(root, "tt_combine_stage", o->tt_combine_stage);
     cJSON_AddNumberToObject(root, "vsn_bwd_tc", o->vsn_bwd_tc);
     cJSON_AddNumberToObject(root, "vsn_bwd_fsum", o->vsn_bwd_fsum);
     cJSON_AddNumberToObject(root, "vsn_fill_j", o->vsn_fill_j);
@@ -342,6 +347,7 @@ int st_cmd_bench(int argc, char **argv) {
         st_cuda_rowsplit_set_tickets(o.rowsplit_tickets);
         st_cuda_colsum_set_fill(o.colsum_fill);
         st_cuda_layernorm_set_fused_grad(o.ln_fused_grad);
+        st_cuda_vsn_set_tt_combine_stage(o.tt_combine_stage);
         st_cuda_vsn_set_fused_backward_tc(o.vsn_bwd_tc);
         st_cuda_vsn_set_fused_backward_tc_fsum(o.vsn_bwd_fsum);
         st_cuda_vsn_set_table_fill_j(o.vsn_fill_j);

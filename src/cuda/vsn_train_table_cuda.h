@@ -73,6 +73,13 @@ int st_cuda_vsn_train_table_grad(const st_vsn_bar_index *ix, int rows, int F, in
 int st_cuda_vsn_train_table_combine(const st_vsn_bar_index *ix, int rows, int F, int Dv, const float *tab,
                                     const float *alpha, int alpha_stride, float *v, int v_stride, void *stream);
 
+/* 1 (the default): that combine for F <= 64 by the staged kernel (a bar's
+ * F table values issued at once into shared memory by cp.async, its rows
+ * in groups of 4 converting each table value once a group;
+ * bench/notes-ttc.md); 0 (and F > 64): the kernel a row at a time with the
+ * table in batches of 8. The same bits either way. */
+void st_cuda_vsn_set_tt_combine_stage(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -380,6 +380,119 @@ static __global__ void __launch_bounds__(TT_THREADS)
     }
 }
 
+/* The staged combine (st_cuda_vsn_set_tt_combine_stage, default on; F <=
+ * TCS_FMAX, else the kernel above): the same warp a bar and lane a column,
+ * the same sums, but the bar's chain paid once. At the bar's start each
+ * lane issues all F of its column's table values by cp.async into the
+ * warp's shared stage (F 32 floats; no registers held while they fly),
+ * together with the CSR offsets: one DRAM latency a bar for the table
+ * instead of ceil(F / 8) in turn. The bar's srow positions come 32 at a
+ * time (lane l position l; the first from the index's first[b], loaded
+ * with the offsets: a bar of one row waits on no srow); its rows go in
+ * groups of up to TCS_GROUP = 4 whose alphas (lanes j and j + 32 of each
+ * row, issued together) are converted once into the warp's TCS_GROUP Fe
+ * doubles; each table value is
+ * then read and converted once a group (not once a row) and enters the
+ * group's row sums, each row its own accumulator term by term in
+ * ascending j: the same bits as the row kernel. A lane reads back only the
+ * table values it copied (no warp barrier for them). Rows r >= rows are
+ * neither loaded nor stored. Blocks of 4 warps, 64 registers: 8 blocks an
+ * SM at F = 40 (25.6 KB each). The count: bench/notes-ttc.md. */
+#define TCS_GROUP 4
+#define TCS_THREADS 128
+#define TCS_FMAX 64 /* alpha lanes j, j + 32; 41 KB a block at F = 64 (no opt-in past 48 KB needed) */
+
+/* The warp's stage at F: TCS_GROUP Fe alpha doubles, then F rows of 32 table floats. */
+static __host__ __device__ size_t tcs_warp_bytes(int F) {
+    return sizeof(double) * TCS_GROUP * (size_t)((F + 1) & ~1) + sizeof(float) * 32 * (size_t)F;
+}
+
+/* Rows 0 .. G - 1 of a staged group (alphas at als[g Fe + j], the lane's table column at ts[32 j]). */
+template <int G>
+static __device__ __forceinline__ void tcs_rows(const float *ts, const double *als, int Fe, int F, double *acc) {
+#pragma unroll
+    for (int g = 0; g < G; g++)
+        acc[g] = 0;
+    for (int k = 0; k + 1 < F; k += 2) {
+        const double t0 = (double)ts[32 * k], t1 = (double)ts[32 * (k + 1)];
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const double2 a = *reinterpret_cast<const double2 *>(als + g * Fe + k);
+            acc[g] += a.x * t0;
+            acc[g] += a.y * t1;
+        }
+    }
+    if (F & 1) {
+        const double t0 = (double)ts[32 * (F - 1)];
+#pragma unroll
+        for (int g = 0; g < G; g++)
+            acc[g] += als[g * Fe + F - 1] * t0;
+    }
+}
+
+static __global__ void __launch_bounds__(TCS_THREADS, 8)
+    tt_combine_stage_kernel(int rows, int F, int Dv, int cap, const int *count, const int *offs, const int *first,
+                            const int *srow, const float *tab, const float *alpha, int alpha_stride, float *v,
+                            int v_stride) {
+    extern __shared__ double2 tc_smem[];
+    const int lane = threadIdx.x % 32, Fe = (F + 1) & ~1;
+    double *als =
+        reinterpret_cast<double *>(reinterpret_cast<char *>(tc_smem) + (size_t)(threadIdx.x / 32) * tcs_warp_bytes(F));
+    float *ts = reinterpret_cast<float *>(als + TCS_GROUP * Fe) + lane;
+    const bool col = lane < Dv;
+    const size_t nb = (size_t)min(*count, cap), P = (size_t)F * Dv;
+    WARP_LOOP(b, nb) {
+        const int i0 = offs[b], i1 = offs[b + 1], f = first[b]; /* f = srow[i0]: a bar of one row needs no srow */
+        if (col) {
+            const float *t = tab + b * P + lane;
+            for (int j = 0; j < F; j++)
+                __pipeline_memcpy_async(ts + 32 * j, t + (size_t)j * Dv, 4);
+        }
+        __pipeline_commit();
+        for (int w0 = i0; w0 < i1; w0 += 32) {
+            const int i = w0 + lane, sw = i < i1 ? (i == i0 ? f : srow[i]) : 0, m = min(32, i1 - w0);
+            for (int q = 0; q < m; q += TCS_GROUP) { /* warp-uniform */
+                const int n = min(TCS_GROUP, m - q);
+                int rg[TCS_GROUP];
+                float ag[TCS_GROUP][2];
+#pragma unroll
+                for (int g = 0; g < TCS_GROUP; g++) {
+                    rg[g] = __shfl_sync(0xffffffffu, sw, min(q + g, 31));
+                    const bool live = g < n && rg[g] < rows;
+                    const float *ar = alpha + (size_t)(live ? rg[g] : 0) * alpha_stride;
+                    ag[g][0] = live && lane < F ? __ldg(ar + lane) : 0.0f;
+                    ag[g][1] = live && lane + 32 < F ? __ldg(ar + lane + 32) : 0.0f;
+                }
+                __syncwarp(); /* every lane has read the previous group's alphas */
+#pragma unroll
+                for (int g = 0; g < TCS_GROUP; g++) {
+                    if (lane < Fe) als[g * Fe + lane] = (double)ag[g][0];
+                    if (lane + 32 < Fe) als[g * Fe + lane + 32] = (double)ag[g][1];
+                }
+                __pipeline_wait_prior(0); /* this lane's table column has landed (a no-op after the first group) */
+                __syncwarp();
+                double acc[TCS_GROUP];
+                if (n == 4)
+                    tcs_rows<4>(ts, als, Fe, F, acc);
+                else if (n == 3)
+                    tcs_rows<3>(ts, als, Fe, F, acc);
+                else if (n == 2)
+                    tcs_rows<2>(ts, als, Fe, F, acc);
+                else
+                    tcs_rows<1>(ts, als, Fe, F, acc);
+#pragma unroll
+                for (int g = 0; g < TCS_GROUP; g++)
+                    if (g < n && rg[g] < rows && col) v[(size_t)rg[g] * v_stride + lane] = (float)acc[g];
+            }
+        }
+        __syncwarp(); /* every lane is done with this bar's stage before the next bar's copies */
+    }
+    __pipeline_wait_prior(0);
+}
+
+static int tt_combine_stage_on = 1;
+extern "C" void st_cuda_vsn_set_tt_combine_stage(int on) { tt_combine_stage_on = on != 0; }
+
 extern "C" int st_cuda_vsn_train_table_combine(const st_vsn_bar_index *ix, int rows, int F, int Dv, const float *tab,
                                                const float *alpha, int alpha_stride, float *v, int v_stride,
                                                void *stream) {
@@ -390,6 +503,14 @@ extern "C" int st_cuda_vsn_train_table_combine(const st_vsn_bar_index *ix, int r
                "training bar table combine: %d rows, the index was built for at most %d", rows, ix->rows_max);
     ST_REQUIRE(tab && alpha && v, ST_ERR_INPUT, "training bar table combine: a NULL buffer (table, alpha or v)");
     if (rows == 0) return ST_OK;
+    if (tt_combine_stage_on && F <= TCS_FMAX) {
+        const int swarps = TCS_THREADS / 32;
+        tt_combine_stage_kernel<<<tt_blocks((size_t)ix->cap, swarps), TCS_THREADS, swarps * tcs_warp_bytes(F),
+                                  (cudaStream_t)stream>>>(rows, F, Dv, ix->cap, ix->count, ix->offs, ix->first,
+                                                          ix->srow, tab, alpha, alpha_stride, v, v_stride);
+        ST_CUDA_LAUNCHED();
+        return ST_OK;
+    }
     const int warps = TT_THREADS / 32;
     const size_t bytes = sizeof(double) * warps * (size_t)((F + 1) & ~1);
     if (bytes > 49152) /* F > 768: the row kernel (the same bits) */

@@ -17,9 +17,11 @@
  *     rows and srow windows of 32 at their edges, rows scattered), 37 or
  *     13 bars (not a multiple of the warps a block or the chunks a bar).
  *     The same index then drives st_cuda_vsn_train_table_combine
- *     (tt_combine_kernel): v[r, c] = (float) sum_j alpha[r, j] t_j[b][c]
+ *     (tt_combine_stage_kernel for F <= 64, then with the switch off
+ *     tt_combine_kernel): v[r, c] = (float) sum_j alpha[r, j] t_j[b][c]
  *     in variable order in double for every row, and again for all but
- *     the last 7 rows (those, and v's row gaps, keep the poison).
+ *     the last 7 rows (those, and v's row gaps, keep the poison) with
+ *     the table and alpha 4 bytes past 16-byte alignment.
  *  2. st_cuda_vsn_backward_fused_dlog (bwd_dlog_tile_kernel, and
  *     bwd_dlog_kernel for F > 95): dlog_j = alpha_j ((float) dad_j - dot),
  *     dot = sum_j alpha_j dad_j in variable order as fused multiply-adds
@@ -183,13 +185,20 @@ static void tt_case(int rows_max, int rows, int bars, int spread, int runs, int 
     CHECK(bad_dT == 0, "%s: %ld of %d dT values differ from the ascending double sum", name, bad_dT, nb * P);
     CHECK(bad_tail == 0, "%s: %ld dT values past the %d bars written", name, bad_tail, nb);
     printf("  %-60s %d bars, bit-exact: %s\n", name, nb, bad_dad + bad_dT + bad_tail == 0 ? "yes" : "NO");
-    /* the training forward's combine through the same index: all rows, then all but the last 7 */
+    /* the training forward's combine through the same index, staged (F <= 64) and a row at a time: all rows,
+     * then all but the last 7 with the table and alpha 4 bytes off their 16-byte alignment */
     const int vs = Dv + 3;
-    for (int pass = 0; pass < 2; pass++) {
-        const int n = pass ? rows - 7 : rows;
+    float *dtab1 = dev_upload(NULL, (size_t)ix.cap * P + 1), *dal1 = dev_upload(NULL, (size_t)rows * as + 1);
+    cudaMemcpy(dtab1 + 1, tab, sizeof(float) * ix.cap * P, cudaMemcpyHostToDevice);
+    cudaMemcpy(dal1 + 1, alpha, sizeof(float) * rows * as, cudaMemcpyHostToDevice);
+    for (int pass = 0; pass < 4; pass++) {
+        const int n = pass & 1 ? rows - 7 : rows, stage = pass < 2;
         float *dvv = dev_poisoned((size_t)rows * vs);
-        rc = st_cuda_vsn_train_table_combine(&ix, n, F, Dv, dtab, dal, as, dvv, vs, NULL);
-        CHECK(rc == ST_OK, "%s: combine: %s", name, st_last_error());
+        st_cuda_vsn_set_tt_combine_stage(stage);
+        rc = st_cuda_vsn_train_table_combine(&ix, n, F, Dv, pass & 1 ? dtab1 + 1 : dtab, pass & 1 ? dal1 + 1 : dal, as,
+                                             dvv, vs, NULL);
+        st_cuda_vsn_set_tt_combine_stage(1);
+        CHECK(rc == ST_OK, "%s: combine (stage %d): %s", name, stage, st_last_error());
         float *v = dev_download_new(dvv, (size_t)rows * vs);
         long bad_v = 0, bad_gap = 0;
         for (int r = 0; r < rows; r++) {
@@ -203,16 +212,18 @@ static void tt_case(int rows_max, int rows, int bars, int spread, int runs, int 
                 double a = 0;
                 for (int j = 0; j < F; j++) a += (double)alpha[(size_t)r * as + j] * (double)t[j * Dv + c];
                 if (!same_bits_f(got, (float)a) && bad_v++ < 3)
-                    fprintf(stderr, "  %s: combine v[%d][%d] %.9g, want %.9g\n", name, r, c, got, (float)a);
+                    fprintf(stderr, "  %s: combine (stage %d) v[%d][%d] %.9g, want %.9g\n", name, stage, r, c, got,
+                            (float)a);
             }
         }
-        CHECK(bad_v == 0, "%s: combine over %d rows: %ld of %d v values differ from the double sum's bits", name, n,
-              bad_v, n * Dv);
-        CHECK(bad_gap == 0, "%s: combine over %d rows: %ld values written outside them or in the row gaps", name, n,
-              bad_gap);
+        CHECK(bad_v == 0, "%s: combine (stage %d) over %d rows: %ld of %d v values differ from the double sum's bits",
+              name, stage, n, bad_v, n * Dv);
+        CHECK(bad_gap == 0, "%s: combine (stage %d) over %d rows: %ld values written outside them or in the row gaps",
+              name, stage, n, bad_gap);
         free(v);
         dev_free(dvv);
     }
+    dev_free(dtab1), dev_free(dal1);
     free(acc), free(dad), free(dT), free(key), free(bar_of_key), free(tab), free(alpha), free(dv), free(dalpha);
     dev_free(dkey), dev_free(dtab), dev_free(dal), dev_free(ddv), dev_free(ddal), dev_free(ddad), dev_free(ddT);
     dev_free(base);
@@ -318,6 +329,10 @@ static void run_all(void) {
     if (test_part(20)) tt_case(tt_runs_total(37) + 9, tt_runs_total(37), 4000, 0, 37, 40, 32, 0, 9108);
     if (test_part(21)) tt_case(tt_runs_total(13), tt_runs_total(13), 500, 0, 13, 13, 5, 1, 9109);
     if (test_part(22)) tt_case(tt_runs_total(13) + 1, tt_runs_total(13), 100, 0, 13, 37, 16, 1, 9110);
+    /* the staged combine's widest F (alpha lanes j and j + 32 full) and the first past it (the row-at-a-time
+     * kernel either way), bars of 1 to 200 rows */
+    if (test_part(23)) tt_case(tt_runs_total(13) + 5, tt_runs_total(13), 100, 0, 13, 64, 32, 0, 9111);
+    if (test_part(24)) tt_case(tt_runs_total(13), tt_runs_total(13), 100, 0, 13, 65, 8, 1, 9112);
 }
 #endif
 

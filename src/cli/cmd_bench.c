@@ -58,7 +58,7 @@ static const st_flag flags[] = {
     {"scan-quad-backward", "0|1", "train, e2e: in bf16 mode the SSD backward of windows of K <= 64 rows as one "
                                   "chunk a (window, group) (1, default), or the scan backward a (window, head) (0)"},
     {"scan-quad-mma", "0|1|2", "train, e2e: that quad backward's products as raw mma.sync with shared loads, dX, dC, "
-                               "dB straight to global (1, default; 2: TF32 rounding by an integer add), or through "
+                               "dB straight to global (1; 2, default: TF32 rounding by an integer add), or through "
                                "WMMA and shared memory (0)"},
     {"scan-quad", "0|1", "train, act, e2e: the SSD forward in bf16 mode for windows of at most 64 rows as one chunk "
                          "in the quadratic form, a block a (window, group) (1, default), or by the pair kernels (0)"},
@@ -186,7 +186,7 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(st_args_int(a, "scan-quad-backward", 1, &o->scan_quad_backward));
     ST_REQUIRE(o->scan_quad_backward == 0 || o->scan_quad_backward == 1, ST_ERR_INPUT,
                "--scan-quad-backward: %d is neither 0 nor 1", o->scan_quad_backward);
-    ST_TRY(st_args_int(a, "scan-quad-mma", 1, &o->scan_quad_mma));
+    ST_TRY(st_args_int(a, "scan-quad-mma", 2, &o->scan_quad_mma));
     ST_REQUIRE(o->scan_quad_mma >= 0 && o->scan_quad_mma <= 2, ST_ERR_INPUT, "--scan-quad-mma: %d is not 0, 1 or 2",
                o->scan_quad_mma);
     ST_TRY(st_args_int(a, "scan-quad", 1, &o->scan_quad));

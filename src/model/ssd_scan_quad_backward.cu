@@ -697,9 +697,9 @@ static __global__ void __launch_bounds__(SSD_THREADS, 2) scan_quad_backward_kern
     }
 }
 
-static int quad_on = 1, quad_mma_on = 1;
+static int quad_on = 1, quad_mma_on = 2;
 extern "C" void st_cuda_ssd_set_scan_quad_backward(int on) { quad_on = on != 0; }
-extern "C" void st_cuda_ssd_set_scan_quad_backward_mma(int mode) { quad_mma_on = mode >= 0 && mode <= 2 ? mode : 1; }
+extern "C" void st_cuda_ssd_set_scan_quad_backward_mma(int mode) { quad_mma_on = mode >= 0 && mode <= 2 ? mode : 2; }
 
 /* Which kernel a call of these sizes runs (when the quad backward runs at
  * all): the WMMA path, the mma path at the runtime shape, or at the default

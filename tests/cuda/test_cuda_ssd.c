@@ -1029,6 +1029,7 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
     const int fixed = K == 64 && P == 32 && N == 64; /* the shape compiled with constants */
     const int variant = st_cuda_ssd_scan_quad_backward_variant(K, P, N);
     int pads[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    st_cuda_ssd_set_scan_quad_backward_mma(1); /* q: mode 1 (cvt.rna); the default, 2, as iadd below */
     int ok = gpu_run(&pb, Q, 0, &q[0], &pads[0]) == ST_OK && gpu_run(&pb, Q, 1, &q[1], &pads[1]) == ST_OK &&
              gpu_run(&pb, Q, 1, &q[2], &pads[2]) == ST_OK;
     st_cuda_ssd_set_scan_quad_backward_mma(2);
@@ -1044,7 +1045,7 @@ static void test_scan_quad(const char *label, int Bsz, int K, int H, int P, int 
     const int quad_wmma = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
     ok = ok && gpu_run(&pb, Q, 0, &wm[0], &pads[5]) == ST_OK && gpu_run(&pb, Q, 1, &wm[1], &pads[6]) == ST_OK &&
          gpu_run(&pb, Q, 1, &wm[2], &pads[7]) == ST_OK;
-    st_cuda_ssd_set_scan_quad_backward_mma(1);
+    st_cuda_ssd_set_scan_quad_backward_mma(2); /* the default again */
     st_cuda_ssd_set_scan_quad_backward(0);
     const int quad_off = st_cuda_ssd_backward_is_scan_quad(Bsz, K, H, P, G, N, Q);
     const int tc_off = st_cuda_ssd_backward_is_scan_tc(Bsz, K, H, P, G, N, Q);

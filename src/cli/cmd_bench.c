@@ -199,9 +199,9 @@ static int parse_opts(const st_args *a, st_bench_opts *o) {
     ST_TRY(positive(a, "ln-fused-grad", 1, 0, 1, &o->ln_fused_grad));
     ST_TRY(positive(a, "tt-combine-stage", 1, 0, 1, &o->tt_combine_stage));
     ST_TRY(st_args_int(a, "vsn-bwd-tc", 1, &o->vsn_bwd_tc));
-    ST_TRY(positive(a, "vsn-bwd-fsum", 1, 0, 1, &o->vsn_bwd_fsum));
     ST_REQUIRE(o->vsn_bwd_tc == 0 || o->vsn_bwd_tc == 1, ST_ERR_INPUT, "--vsn-bwd-tc: %d is neither 0 nor 1",
                o->vsn_bwd_tc);
+    ST_TRY(positive(a, "vsn-bwd-fsum", 1, 0, 1, &o->vsn_bwd_fsum));
     ST_TRY(positive(a, "vsn-fill-j", 1, 0, 1, &o->vsn_fill_j));
     st_train_config tc; /* the trainer's defaults: the minibatch's segments and the episode length */
     ST_TRY(st_train_config_default(&tc, "default"));
